@@ -1,0 +1,186 @@
+"""The A3C graph of one worker task: where the model, the losses and the rollouts meet.
+
+Placement (universe-starter-agent's layout):
+  * on the ps, through replica_device_setter: the global network, the shared Adam
+    optimizer's slots, global_step and the cluster-wide episode statistics;
+  * on this worker: a local copy of the network, the rollout queue, the actor threads'
+    in-graph rollouts and the learner's forward and backward pass.
+
+Each rollout starts by syncing the local copy from the globals; the learner computes
+gradients on the local copy (the parameters that acted) and applies them to the globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from a3c_graph import losses
+from a3c_graph.cluster import TaskSpec
+from a3c_graph.config import A3CConfig
+from a3c_graph.envs import EnvBatch, EnvInfo
+from a3c_graph.model import build_network, sync_op
+from a3c_graph.rollout import RolloutQueue, build_rollout, sample_actions
+
+tf1 = tf.compat.v1
+
+RECENT_EPISODES = 100  # "solved" is judged on the mean return of the last 100 episodes
+
+
+class EpisodeStats:
+    """Cluster-wide counters on the ps: env steps, episodes, and the recent returns.
+
+    Each worker keeps its own last RECENT_EPISODES returns in its own row, stamped with
+    the time they ended, so no two workers ever write the same slot; the mean over the
+    RECENT_EPISODES newest stamps of all rows is the cluster's mean return of the last 100.
+    """
+
+    def __init__(self, num_workers: int):
+        with tf1.variable_scope("episode_stats"):
+            def counter(name, shape, dtype, init=0):
+                return tf1.get_variable(name, shape, dtype, trainable=False,
+                                        initializer=tf1.constant_initializer(init))
+            self.env_steps = counter("env_steps", [], tf.int64)
+            self.episodes = counter("episodes", [], tf.int64)
+            self.recent_returns = counter("recent_returns", [num_workers, RECENT_EPISODES],
+                                          tf.float32)
+            # -1 marks an empty slot; real stamps are seconds since the epoch.
+            self.recent_end_times = counter("recent_end_times", [num_workers, RECENT_EPISODES],
+                                            tf.float64, init=-1.0)
+            self.recent_written = counter("recent_written", [num_workers], tf.int64)
+
+    def record(self, task: int, episode_returns, num_env_steps):
+        """Op that adds a rollout's finished episodes ([K] returns, oldest first) and steps."""
+        returns = episode_returns[-RECENT_EPISODES:]
+        count = tf.size(returns, out_type=tf.int64)
+        start = self.recent_written[task]
+        slots = tf.math.floormod(start + tf.range(count, dtype=tf.int64), RECENT_EPISODES)
+        indices = tf.stack([tf.fill([count], tf.constant(task, tf.int64)), slots], axis=1)
+        # Distinct, increasing stamps keep the order of episodes that end in one rollout.
+        stamps = tf.timestamp() + 1e-6 * tf.cast(tf.range(count), tf.float64)
+        return tf.group(
+            self.recent_returns.scatter_nd_update(indices, returns),
+            self.recent_end_times.scatter_nd_update(indices, stamps),
+            self.recent_written.scatter_nd_add([[task]], tf.reshape(count, [1])),
+            self.episodes.assign_add(tf.size(episode_returns, out_type=tf.int64)),
+            self.env_steps.assign_add(tf.cast(num_env_steps, tf.int64)),
+        )
+
+    def recent(self):
+        """(number of recent episodes known, up to 100; their mean return, NaN if none)."""
+        stamps = tf.reshape(self.recent_end_times.read_value(), [-1])
+        returns = tf.reshape(self.recent_returns.read_value(), [-1])
+        k = tf.minimum(RECENT_EPISODES, tf.size(stamps))
+        newest = tf.math.top_k(stamps, k=k)
+        valid = newest.values > 0
+        chosen = tf.boolean_mask(tf.gather(returns, newest.indices), valid)
+        count = tf.size(chosen)
+        mean = tf.cond(count > 0, lambda: tf.reduce_mean(chosen),
+                       lambda: tf.constant(float("nan")))
+        return count, mean
+
+
+@dataclass
+class WorkerGraph:
+    """Handles the worker's training loop runs."""
+
+    global_step: tf.Tensor
+    train_fetches: dict
+    global_network: object
+    saver: tf1.train.Saver
+    queue_size: tf.Tensor
+
+
+def learner_loss(network, rollout: dict, config: A3CConfig):
+    """A3C loss of one rollout on `network`, and the parts worth logging."""
+    T, B = rollout["rewards"].shape.as_list()
+    obs_shape = rollout["obs"].shape.as_list()[2:]
+    flat = lambda x: tf.reshape(x, [T * B, *x.shape.as_list()[2:]])  # noqa: E731
+    # One forward pass over s_t and s_{t+1} together.
+    both = tf.concat([flat(rollout["obs"]), flat(rollout["next_obs"])], axis=0)
+    both.set_shape([2 * T * B, *obs_shape])
+    logits, values = network(both)
+    logits, values, next_values = logits[:T * B], values[:T * B], values[T * B:]
+    to_tb = lambda x: tf.reshape(x, [T, B])  # noqa: E731
+    advantages = losses.gae_advantages(
+        rollout["rewards"], tf.stop_gradient(to_tb(values)), tf.stop_gradient(to_tb(next_values)),
+        rollout["terminated"], rollout["truncated"], config.gamma, config.gae_lambda)
+    returns = advantages + tf.stop_gradient(to_tb(values))
+    policy_advantages = losses.normalize(advantages) if config.normalize_advantages else advantages
+    total, parts = losses.a3c_loss(
+        logits, tf.reshape(rollout["actions"], [-1]), values,
+        tf.reshape(policy_advantages, [-1]), tf.reshape(returns, [-1]),
+        config.entropy_coef, config.value_coef)
+    return total, parts
+
+
+def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
+                       env_batches: list[EnvBatch]) -> WorkerGraph:
+    """Build the whole A3C graph of worker `spec.task` into the default graph."""
+    worker_device = f"/job:worker/task:{spec.task}/cpu:0"
+    cluster = tf1.train.ClusterSpec(dict(spec.cluster))
+    ps_setter = tf1.train.replica_device_setter(
+        ps_tasks=spec.num_ps, worker_device=worker_device, cluster=cluster)
+
+    with tf1.device(ps_setter):
+        global_step = tf1.train.get_or_create_global_step()
+        global_network = build_network(info.obs_shape, info.num_actions, config, "global")
+        stats = EpisodeStats(spec.num_workers)
+        optimizer = tf1.train.AdamOptimizer(config.learning_rate, epsilon=config.adam_epsilon)
+
+    with tf1.device(worker_device):
+        local_network = build_network(info.obs_shape, info.num_actions, config, "local",
+                                      local=True)
+
+        def policy(obs):
+            logits, _ = local_network(obs)
+            return sample_actions(logits)
+
+        queue = RolloutQueue(info.obs_shape, info.obs_dtype, config.rollout_length,
+                             config.envs_per_worker, config.queue_capacity)
+        rollouts = [
+            build_rollout(batch, policy, config.rollout_length,
+                          start_after=[sync_op(local_network, global_network)])
+            for batch in env_batches
+        ]
+        queue.add_actors(rollouts)
+
+        rollout = queue.dequeue()
+        loss, parts = learner_loss(local_network, rollout, config)
+        gradients = tf.gradients(loss, local_network.variables)
+        clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
+
+        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
+        finished_returns = tf.boolean_mask(rollout["episode_returns"], done)
+        finished_lengths = tf.boolean_mask(rollout["episode_lengths"], done)
+
+    with tf1.device(ps_setter):
+        apply_op = optimizer.apply_gradients(zip(clipped, global_network.variables),
+                                             global_step=global_step)
+        with tf.control_dependencies([apply_op]):
+            record_op = stats.record(spec.task, finished_returns, tf.size(rollout["rewards"]))
+        with tf.control_dependencies([record_op]):
+            recent_count, recent_mean = stats.recent()
+            train_fetches = {
+                "global_step": global_step.read_value(),
+                "env_steps": stats.env_steps.read_value(),
+                "episodes": stats.episodes.read_value(),
+                "recent_count": recent_count,
+                "mean_return_100": recent_mean,
+            }
+    with tf1.device(worker_device):
+        # Built last so it covers the optimizer's slots too. Not sharded: the chief fetches
+        # every variable and writes one checkpoint, so no ps needs the chief's filesystem.
+        saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
+    train_fetches.update({
+        "loss": loss,
+        "grad_norm": grad_norm,
+        "queue_size": queue.size,
+        "finished_returns": finished_returns,
+        "finished_lengths": finished_lengths,
+        "rollout_steps": tf.size(rollout["rewards"]),
+        **parts,
+    })
+    return WorkerGraph(global_step=global_step, train_fetches=train_fetches,
+                       global_network=global_network, saver=saver, queue_size=queue.size)

@@ -1,0 +1,143 @@
+"""Gymnasium environments: the factory, what an env id offers, and the batch an actor steps.
+
+An actor thread owns one EnvBatch of B envs and steps them together, so one policy
+inference serves B observations. Episodes auto-reset in the same step (Gymnasium's
+SAME_STEP mode), and the true final observation of an ended episode is kept, because a
+truncated episode is bootstrapped from the value of exactly that observation.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import gymnasium as gym
+import numpy as np
+
+
+class EnvError(ValueError):
+    """An env id a run cannot use; the message is shown to the user as is."""
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the model and the launcher need to know about an env id."""
+
+    env_id: str
+    obs_shape: tuple
+    obs_dtype: np.dtype
+    num_actions: int
+    reward_threshold: Optional[float]
+    max_episode_steps: Optional[int]
+
+
+def _register_extras(env_id: str) -> None:
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+        except ImportError:
+            raise EnvError(f"env {env_id!r} needs the Atari extra: pip install -e '.[atari]'") from None
+        gym.register_envs(ale_py)
+
+
+def _spec(env_id: str):
+    _register_extras(env_id)
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise EnvError(f"unknown env id {env_id!r}: {first_line}") from None
+
+
+def make_env(env_id: str, render_mode: Optional[str] = None) -> gym.Env:
+    """One env of `env_id`, with the observation and action spaces checked."""
+    _spec(env_id)
+    env = gym.make(env_id, render_mode=render_mode)
+    _check_spaces(env_id, env)
+    return env
+
+
+def _check_spaces(env_id: str, env: gym.Env) -> None:
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        env.close()
+        raise EnvError(f"env {env_id!r} has a {type(env.action_space).__name__} action space; "
+                       "A3C here needs a Discrete one")
+    if not isinstance(env.observation_space, gym.spaces.Box):
+        env.close()
+        raise EnvError(f"env {env_id!r} has a {type(env.observation_space).__name__} observation "
+                       "space; a Box is needed")
+
+
+@functools.lru_cache(maxsize=None)
+def env_info(env_id: str) -> EnvInfo:
+    """Shapes and thresholds of `env_id`; EnvError for an unknown or unsuitable id."""
+    spec = _spec(env_id)
+    env = make_env(env_id)
+    try:
+        return EnvInfo(
+            env_id=env_id,
+            obs_shape=tuple(env.observation_space.shape),
+            obs_dtype=np.dtype(env.observation_space.dtype),
+            num_actions=int(env.action_space.n),
+            reward_threshold=spec.reward_threshold,
+            max_episode_steps=spec.max_episode_steps,
+        )
+    finally:
+        env.close()
+
+
+class Transition(NamedTuple):
+    """One step of B envs. All arrays have leading dimension B."""
+
+    next_obs: np.ndarray        # observation to act on next (first of a new episode after done)
+    reward: np.ndarray          # float32
+    terminated: np.ndarray      # bool
+    truncated: np.ndarray       # bool
+    final_obs: np.ndarray       # the true s_{t+1}: the last observation where done, else next_obs
+    episode_return: np.ndarray  # float32, the finished episode's return where done, else 0
+    episode_length: np.ndarray  # int32, the finished episode's length where done, else 0
+
+
+class EnvBatch:
+    """B envs of one id stepped together; env i is seeded with seed + i."""
+
+    def __init__(self, env_id: str, num_envs: int, seed: int):
+        info = env_info(env_id)
+        self.info = info
+        self.num_envs = num_envs
+        self._envs = gym.vector.SyncVectorEnv(
+            [functools.partial(make_env, env_id) for _ in range(num_envs)],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+        self._envs.action_space.seed(seed)
+        obs, _ = self._envs.reset(seed=seed)
+        self._obs = obs.astype(info.obs_dtype, copy=False)
+        self._returns = np.zeros(num_envs, np.float64)
+        self._lengths = np.zeros(num_envs, np.int32)
+
+    def observe(self) -> np.ndarray:
+        """Current observations, [B, *obs_shape]."""
+        return self._obs
+
+    def step(self, actions: np.ndarray) -> Transition:
+        obs, reward, terminated, truncated, infos = self._envs.step(np.asarray(actions))
+        obs = obs.astype(self.info.obs_dtype, copy=False)
+        done = np.logical_or(terminated, truncated)
+        final_obs = obs
+        if done.any():
+            final_obs = obs.copy()
+            for i in np.flatnonzero(infos["_final_obs"]):
+                final_obs[i] = infos["final_obs"][i]
+        self._returns += reward
+        self._lengths += 1
+        episode_return = np.where(done, self._returns, 0.0).astype(np.float32)
+        episode_length = np.where(done, self._lengths, 0).astype(np.int32)
+        self._returns[done] = 0.0
+        self._lengths[done] = 0
+        self._obs = obs
+        return Transition(obs, reward.astype(np.float32), terminated.astype(bool),
+                          truncated.astype(bool), final_obs, episode_return, episode_length)
+
+    def close(self) -> None:
+        self._envs.close()

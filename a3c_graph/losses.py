@@ -1,0 +1,116 @@
+"""A3C math as pure functions of tensors: returns, advantages, losses, gradient clipping.
+
+Shapes are time-major. T refers to the time dimension (the rollout length) and B to the
+batch dimension (the envs stepped together). For every step t of a rollout:
+
+  rewards[t]      r_t, the reward received after taking the action at s_t.
+  terminated[t]   the episode ended in a terminal state at t+1: nothing follows, the
+                  value after it is 0 (Gymnasium's `terminated`).
+  truncated[t]    the episode was cut off at t+1 by a time limit: the state s_{t+1} still
+                  has a future, so we bootstrap from V(s_{t+1}) (Gymnasium's `truncated`).
+  values[t]       V(s_t).
+  next_values[t]  V(s_{t+1}) of the true next observation: for a step that ended an
+                  episode this is the value of the *final* observation, not of the first
+                  observation of the next episode that the env auto-reset to.
+
+Nothing here knows about clusters, queues or processes.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def _masks(terminated: tf.Tensor, truncated: tf.Tensor, dtype: tf.DType):
+    """(not_terminal, not_done): 1.0 where the value after t counts / where the episode goes on."""
+    terminated = tf.cast(terminated, tf.bool)
+    truncated = tf.cast(truncated, tf.bool)
+    not_terminal = 1.0 - tf.cast(terminated, dtype)
+    not_done = 1.0 - tf.cast(tf.logical_or(terminated, truncated), dtype)
+    return not_terminal, not_done
+
+
+def n_step_returns(rewards, terminated, truncated, next_values, gamma):
+    """Bootstrapped n-step returns G_t, [T, B].
+
+    G_t = r_t + gamma * (1 - terminated_t) * X_t, where X_t is G_{t+1} while the episode
+    goes on, and V(s_{t+1}) when it ended at t (0 after the terminal mask) or when t is
+    the last step of the rollout (the bootstrap value).
+    """
+    not_terminal, not_done = _masks(terminated, truncated, rewards.dtype)
+
+    def backward(next_return, step):
+        reward, keep_value, goes_on, next_value = step
+        follow = goes_on * next_return + (1.0 - goes_on) * next_value
+        return reward + gamma * keep_value * follow
+
+    bootstrap_value = next_values[-1]
+    return tf.scan(backward, (rewards, not_terminal, not_done, next_values),
+                   initializer=bootstrap_value, reverse=True)
+
+
+def gae_advantages(rewards, values, next_values, terminated, truncated, gamma, lam):
+    """Generalized advantage estimates A_t, [T, B] (Schulman et al. 2016).
+
+    delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
+    A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1},   A_T = 0,
+    with done_t = terminated_t or truncated_t. With lam = 1, A_t + V(s_t) equals the
+    n-step return of `n_step_returns`.
+    """
+    not_terminal, not_done = _masks(terminated, truncated, rewards.dtype)
+    deltas = rewards + gamma * not_terminal * next_values - values
+
+    def backward(next_advantage, step):
+        delta, goes_on = step
+        return delta + gamma * lam * goes_on * next_advantage
+
+    return tf.scan(backward, (deltas, not_done), initializer=tf.zeros_like(deltas[0]),
+                   reverse=True)
+
+
+def log_probs(logits, actions):
+    """log pi(a|s) of the taken actions. logits [N, A], actions [N] -> [N]."""
+    return -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
+
+
+def policy_gradient_loss(logits, actions, advantages):
+    """-mean(log pi(a_t|s_t) * A_t); advantages are treated as constants. Shapes [N, A], [N], [N]."""
+    advantages = tf.stop_gradient(advantages)
+    return -tf.reduce_mean(log_probs(logits, actions) * advantages)
+
+
+def value_loss(values, returns):
+    """0.5 * mean((G_t - V(s_t))^2); the targets are treated as constants. Shapes [N], [N]."""
+    return 0.5 * tf.reduce_mean(tf.square(tf.stop_gradient(returns) - values))
+
+
+def entropy(logits):
+    """Mean entropy of the categorical policies, logits [N, A] -> scalar."""
+    log_p = tf.nn.log_softmax(logits)
+    return -tf.reduce_mean(tf.reduce_sum(tf.exp(log_p) * log_p, axis=-1))
+
+
+def normalize(x, epsilon=1e-8):
+    """x shifted to mean 0 and scaled to standard deviation 1 over all its entries."""
+    mean, variance = tf.nn.moments(x, axes=list(range(x.shape.ndims)))
+    return (x - mean) / (tf.sqrt(variance) + epsilon)
+
+
+def a3c_loss(logits, actions, values, advantages, returns, entropy_coef, value_coef):
+    """Total A3C loss and its parts, for flattened [N, ...] inputs.
+
+    total = policy_loss + value_coef * value_loss - entropy_coef * entropy
+    """
+    pg = policy_gradient_loss(logits, actions, advantages)
+    vf = value_loss(values, returns)
+    ent = entropy(logits)
+    total = pg + value_coef * vf - entropy_coef * ent
+    return total, {"policy_loss": pg, "value_loss": vf, "entropy": ent}
+
+
+def clip_by_global_norm(gradients, clip_norm):
+    """Gradients scaled together so their global norm is at most clip_norm.
+
+    Returns (clipped_gradients, global_norm_before_clipping).
+    """
+    return tf.clip_by_global_norm(gradients, clip_norm)

@@ -1,0 +1,338 @@
+"""One task of the cluster: ``python -m a3c_graph.worker --job worker --task 3 ...``.
+
+A ps task starts its server and serves until it is told to stop. A worker task starts
+its server, builds its A3C graph (agent.py), and trains: actor threads fill the rollout
+queue while the main thread dequeues rollouts and applies gradients to the globals on
+the ps. Worker 0 is the chief: it initializes the globals or restores them from the
+latest checkpoint in --logdir, and writes checkpoints every --checkpoint-secs.
+
+Every worker writes TensorBoard summaries to <logdir>/tb/worker_<i> and its progress to
+<logdir>/progress/worker_<i>.json, which the launcher reads. Exit status: 0 after a
+normal stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from collections import deque
+from typing import Optional
+
+PROG = "a3c_graph.worker"
+
+
+class UsageError(Exception):
+    """Bad input from the user: shown as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from a3c_graph.config import add_config_arguments
+
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--job", choices=["ps", "worker"], help="This task's job (or TF_CONFIG).")
+    parser.add_argument("--task", type=int, help="This task's index within its job.")
+    parser.add_argument("--ps-hosts", help="Comma-separated host:port of the ps tasks.")
+    parser.add_argument("--worker-hosts", help="Comma-separated host:port of the worker tasks.")
+    parser.add_argument("--cluster", metavar="FILE", help='JSON {"ps": [...], "worker": [...]}.')
+    parser.add_argument("--logdir", help="Checkpoints, summaries and progress go here.")
+    parser.add_argument("--gpu-list", default="",
+                        help="gpu_options.visible_device_list of this task (default: all).")
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="Allow non-loopback addresses. The TF server is unauthenticated "
+                             "gRPC: use only on a trusted network.")
+    add_config_arguments(parser)
+    return parser
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's usage block is noise for a one-line contract
+        raise UsageError(message)
+
+
+def parse_args(argv):
+    parser = build_parser()
+    parser.__class__ = _OneLineParser
+    return parser.parse_args(argv)
+
+
+# --------------------------------------------------------------------------- stop signals
+
+class StopFlag:
+    """Set by SIGTERM/SIGINT; the training loop finishes its step and stops cleanly."""
+
+    def __init__(self):
+        self.signal: Optional[int] = None
+        self.in_loop = False
+
+    def install(self):
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum, _frame):
+        self.signal = signum
+        if not self.in_loop:
+            # Still connecting or initializing: nothing to save yet, leave at once.
+            raise SystemExit(0)
+
+
+# --------------------------------------------------------------------------- progress
+
+def write_json_atomic(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, sort_keys=True)
+    os.replace(tmp, path)
+
+
+class Progress:
+    """This worker's view of the run, written for the launcher and for TensorBoard."""
+
+    def __init__(self, logdir: str, task: int, target_return: float, progress_secs: float):
+        import tensorflow as tf
+
+        self.path = os.path.join(logdir, "progress", f"worker_{task}.json")
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "tb", f"worker_{task}"))
+        self.task = task
+        self.target_return = target_return
+        self.progress_secs = progress_secs
+        self.start = time.time()
+        self.last_write = 0.0
+        self.local_env_steps = 0
+        self.window_steps = 0
+        self.window_start = time.time()
+        self.returns: deque = deque(maxlen=RECENT_WINDOW)
+        self.lengths: deque = deque(maxlen=RECENT_WINDOW)
+        self.losses: dict = {}
+        self.fetched: dict = {}
+        self.steps_per_sec = 0.0
+
+    def update(self, fetched: dict) -> None:
+        self.fetched = fetched
+        steps = int(fetched["rollout_steps"])
+        self.local_env_steps += steps
+        self.window_steps += steps
+        self.returns.extend(float(r) for r in fetched["finished_returns"])
+        self.lengths.extend(int(n) for n in fetched["finished_lengths"])
+        for key in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "queue_size"):
+            self.losses.setdefault(key, []).append(float(fetched[key]))
+
+    def due(self) -> bool:
+        return time.time() - self.last_write >= self.progress_secs
+
+    def write(self, state: str, stop_reason: Optional[str] = None) -> None:
+        now = time.time()
+        if now > self.window_start:
+            self.steps_per_sec = self.window_steps / (now - self.window_start)
+        self.window_steps, self.window_start = 0, now
+        f = self.fetched
+        mean_100 = float(f.get("mean_return_100", float("nan")))
+        record = {
+            "task": self.task, "time": now, "state": state, "stop_reason": stop_reason,
+            "global_step": int(f.get("global_step", 0)),
+            "env_steps": int(f.get("env_steps", 0)),
+            "episodes": int(f.get("episodes", 0)),
+            "mean_return_100": None if math.isnan(mean_100) else round(mean_100, 3),
+            "local_env_steps": self.local_env_steps,
+            "local_steps_per_sec": round(self.steps_per_sec, 1),
+            "target_return": self.target_return,
+        }
+        write_json_atomic(self.path, record)
+        if f:
+            self._summaries(int(f["global_step"]), mean_100)
+        self.last_write = now
+
+    def _summaries(self, global_step: int, mean_100: float) -> None:
+        import tensorflow as tf
+
+        values = {"perf/env_steps_per_sec": self.steps_per_sec}
+        if self.returns:
+            values["episode/return"] = sum(self.returns) / len(self.returns)
+            values["episode/length"] = sum(self.lengths) / len(self.lengths)
+        if not math.isnan(mean_100):
+            values["episode/cluster_mean_return_100"] = mean_100
+        for key, series in self.losses.items():
+            prefix = "perf" if key == "queue_size" else "loss"
+            values[f"{prefix}/{key}"] = sum(series) / len(series)
+        self.losses = {}
+        summary = tf.compat.v1.Summary(value=[
+            tf.compat.v1.Summary.Value(tag=tag, simple_value=value) for tag, value in values.items()])
+        self.writer.add_summary(summary, global_step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+RECENT_WINDOW = 100
+
+
+# --------------------------------------------------------------------------- tasks
+
+def run_ps(spec, config, args, stop: StopFlag) -> int:
+    from a3c_graph.cluster import session_config, start_server
+
+    start_server(spec, session_config(spec, config.intra_op_threads, config.inter_op_threads,
+                                      args.gpu_list))
+    print(f"{PROG}: ps task {spec.task} serving at {spec.address}", flush=True)
+    stop.in_loop = True
+    while stop.signal is None:  # server.join() would block signals forever
+        time.sleep(0.2)
+    return 0
+
+
+class _WorkerSessionCreator:
+    """Like tf's WorkerSessionCreator, but polls for the chief's init every 0.5 s, not 30 s."""
+
+    def __init__(self, scaffold, master, config):
+        self.scaffold, self.master, self.config = scaffold, master, config
+
+    def create_session(self):
+        import tensorflow as tf
+
+        self.scaffold.finalize()
+        manager = tf.compat.v1.train.SessionManager(
+            local_init_op=self.scaffold.local_init_op,
+            ready_op=self.scaffold.ready_op,
+            ready_for_local_init_op=self.scaffold.ready_for_local_init_op,
+            graph=tf.compat.v1.get_default_graph(),
+            recovery_wait_secs=0.5)
+        return manager.wait_for_session(self.master, config=self.config, max_wait_secs=600)
+
+
+def stop_reason_for(fetched: dict, config, target_return: float, started: float) -> Optional[str]:
+    if int(fetched["recent_count"]) >= 100 and float(fetched["mean_return_100"]) >= target_return:
+        return "solved"
+    if int(fetched["env_steps"]) >= config.max_steps:
+        return "max_steps"
+    if time.time() - started >= config.max_seconds:
+        return "max_seconds"
+    return None
+
+
+def run_worker(spec, config, args, info, target_return: float, stop: StopFlag) -> int:
+    import tensorflow as tf
+
+    from a3c_graph.agent import build_worker_graph
+    from a3c_graph.cluster import session_config, start_server
+    from a3c_graph.envs import EnvBatch
+
+    tf1 = tf.compat.v1
+    started = time.time()
+    progress = Progress(args.logdir, spec.task, target_return, config.progress_secs)
+    progress.write("starting")
+    sess_config = session_config(spec, config.intra_op_threads, config.inter_op_threads,
+                                 args.gpu_list)
+    server = start_server(spec, sess_config)
+
+    graph = tf.Graph()
+    env_batches = []
+    with graph.as_default():
+        tf1.set_random_seed(config.seed + 1000 * spec.task)
+        for actor in range(config.actor_threads):
+            env_batches.append(EnvBatch(config.env, config.envs_per_worker,
+                                        seed=config.seed + 1000 * spec.task + 100 * actor))
+        worker_graph = build_worker_graph(config, spec, info, env_batches)
+        scaffold = tf1.train.Scaffold(saver=worker_graph.saver)
+        hooks = []
+        if spec.is_chief:
+            creator = tf1.train.ChiefSessionCreator(
+                scaffold=scaffold, master=server.target, config=sess_config,
+                checkpoint_dir=args.logdir)
+            hooks.append(tf1.train.CheckpointSaverHook(
+                args.logdir, save_secs=config.checkpoint_secs, scaffold=scaffold))
+        else:
+            creator = _WorkerSessionCreator(scaffold, server.target, sess_config)
+        print(f"{PROG}: worker {spec.task} connecting to the ps at {','.join(spec.cluster['ps'])} "
+              "(if this hangs, the ps is not reachable)", flush=True)
+
+        reason = None
+        with tf1.train.MonitoredSession(session_creator=creator, hooks=hooks,
+                                        stop_grace_period_secs=10) as session:
+            stop.in_loop = True
+            print(f"{PROG}: worker {spec.task} training "
+                  f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
+                  flush=True)
+            while not session.should_stop():
+                fetched = session.run(worker_graph.train_fetches)
+                progress.update(fetched)
+                reason = stop_reason_for(fetched, config, target_return, started)
+                if stop.signal is not None:
+                    reason = "signal"
+                if reason:
+                    break
+                if progress.due():
+                    progress.write("running")
+        stop.in_loop = False
+    progress.write("done", stop_reason=reason)
+    progress.close()
+    for batch in env_batches:
+        batch.close()
+    f = progress.fetched
+    print(f"{PROG}: worker {spec.task} done ({reason}): global step {int(f.get('global_step', 0))}, "
+          f"env steps {int(f.get('env_steps', 0))}, mean return(100) "
+          f"{float(f.get('mean_return_100', float('nan'))):.1f}", flush=True)
+    return 0
+
+
+def _graph_mode_tensorflow():
+    """Import TF for a graph-mode process (quiet C++ logs unless the user asked for them)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    return tf
+
+
+def main(argv=None) -> int:
+    stop = StopFlag()
+    stop.install()
+    try:
+        args = parse_args(argv)
+        from a3c_graph.cluster import ClusterError, non_loopback_hosts, resolve_task
+        from a3c_graph.config import config_from_args
+        from a3c_graph.envs import EnvError, env_info
+
+        try:
+            config = config_from_args(args)
+            spec = resolve_task(args.ps_hosts, args.worker_hosts, args.cluster, args.job, args.task)
+            remote = non_loopback_hosts(spec.cluster)
+            if remote and not args.allow_remote:
+                raise UsageError(f"{remote[0]} is not a loopback address; the TF server is "
+                                 "unauthenticated, pass --allow-remote only on a trusted network")
+            _graph_mode_tensorflow()
+            if spec.job == "ps":
+                return run_ps(spec, config, args, stop)
+            if not args.logdir:
+                raise UsageError("--logdir is required for a worker")
+            _check_logdir(args.logdir)
+            info = env_info(config.env)
+            target = config.target_return
+            if target is None:
+                target = info.reward_threshold
+            if target is None:
+                raise UsageError(f"env {config.env!r} has no reward_threshold; give --target-return")
+            return run_worker(spec, config, args, info, float(target), stop)
+        except (ClusterError, EnvError, ValueError) as error:
+            raise UsageError(str(error)) from None
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _check_logdir(logdir: str) -> None:
+    try:
+        os.makedirs(logdir, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create log dir {logdir}: {error.strerror}") from None
+    if not os.access(logdir, os.W_OK | os.X_OK):
+        raise UsageError(f"log dir {logdir} is not writable")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
