@@ -14,6 +14,7 @@ normal stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a cra
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -226,6 +227,9 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag) -
     started = time.time()
     progress = Progress(args.logdir, spec.task, target_return, config.progress_secs)
     progress.write("starting")
+    if spec.is_chief:
+        # What evaluate.py needs to rebuild the network of this run's checkpoints.
+        write_json_atomic(os.path.join(args.logdir, "config.json"), dataclasses.asdict(config))
     sess_config = session_config(spec, config.intra_op_threads, config.inter_op_threads,
                                  args.gpu_list)
     server = start_server(spec, sess_config)

@@ -1,0 +1,29 @@
+# The two README commands. Each creates the project virtualenv on first use.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: train test test-all lint clean
+
+$(STAMP): setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Train CartPole-v1 on a local cluster (1 ps + 2 workers). Extra flags: make train ARGS="..."
+train: $(STAMP)
+	scripts/launch_cluster.sh $(ARGS)
+
+## Lint, then the test suite (long runs marked slow are left out; make test-all runs them).
+test: $(STAMP) lint
+	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: $(STAMP) lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check a3c_graph tests benchmarks scripts
+
+clean:
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,33 @@
+"""a3c_graph: A3C on TensorFlow's graph/session API over a real ps/worker cluster."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="a3c_graph",
+    version="0.1.0",
+    description="Asynchronous Advantage Actor-Critic on tf.compat.v1 graphs, distributed over "
+                "tf.train.Server ps/worker clusters",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11,<3.12",
+    packages=find_packages(include=["a3c_graph", "a3c_graph.*"]),
+    install_requires=[
+        "tensorflow==2.21.0",
+        "numpy==2.4.6",
+        "gymnasium==1.4.0",
+        "portpicker==1.6.0",   # free ports for local clusters, without races of our own
+        "psutil==7.2.2",       # process trees: stop every task we started, and only those
+    ],
+    extras_require={
+        "atari": ["ale-py==0.12.1", "opencv-python-headless==5.0.0.93"],
+        "bench": ["ray==2.60.0", "matplotlib==3.11.2"],
+        "dev": ["pytest==9.2.0", "pytest-timeout==2.4.0", "ruff==0.17.6", "matplotlib==3.11.2"],
+    },
+    entry_points={
+        "console_scripts": [
+            "a3c-worker=a3c_graph.worker:main",
+            "a3c-launch=a3c_graph.launch:main",
+            "a3c-evaluate=a3c_graph.evaluate:main",
+        ],
+    },
+)

@@ -1,0 +1,95 @@
+"""A real cluster: one ps and two workers as separate processes, training together."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import tensorflow as tf
+
+from a3c_graph.agent import build_worker_graph
+from a3c_graph.cluster import TaskSpec
+from a3c_graph.config import A3CConfig
+from a3c_graph.envs import EnvBatch, env_info
+
+T, B = 16, 4  # small rollouts: a few hundred env steps give many updates
+FAST = ["--rollout-length", str(T), "--envs-per-worker", str(B), "--progress-secs", "0.5",
+        "--env", "CartPole-v1"]
+
+
+def read_progress(logdir, task):
+    return json.loads((logdir / "progress" / f"worker_{task}.json").read_text())
+
+
+def wait_all(processes, timeout):
+    for process in processes:
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"task did not finish in {timeout}s; log: {process.log_path}")
+
+
+def run_workers(cluster, logdir, max_steps):
+    workers = [cluster.start("worker", i, "--logdir", str(logdir), "--max-steps", str(max_steps),
+                             *FAST) for i in range(cluster.num_workers)]
+    wait_all(workers, timeout=180)
+    for process in workers:
+        assert process.returncode == 0, open(process.log_path).read()[-3000:]
+    return [read_progress(logdir, i) for i in range(cluster.num_workers)]
+
+
+def test_two_workers_train_the_same_global_network(local_cluster, tmp_path):
+    cluster = local_cluster(workers=2)
+    logdir = tmp_path / "run"
+    cluster.start("ps", 0)
+    progress = run_workers(cluster, logdir, max_steps=3000)
+
+    # Both workers contributed rollouts to the one global step on the ps.
+    local_steps = [p["local_env_steps"] for p in progress]
+    assert all(steps > 0 for steps in local_steps), local_steps
+    # The worker that stopped last saw every update: the global counters are the sum of both.
+    last = max(progress, key=lambda p: p["global_step"])
+    assert last["env_steps"] == sum(local_steps) >= 3000
+    assert last["global_step"] == sum(local_steps) // (T * B)
+    assert all(p["state"] == "done" and p["stop_reason"] == "max_steps" for p in progress)
+    assert last["episodes"] > 0 and last["mean_return_100"] > 0
+    # The chief wrote a final checkpoint and the run's config; every worker wrote summaries.
+    assert tf.train.latest_checkpoint(str(logdir)).endswith(f"-{last['global_step']}")
+    assert json.loads((logdir / "config.json").read_text())["rollout_length"] == T
+    for task in range(2):
+        assert list((logdir / "tb" / f"worker_{task}").glob("events.out.tfevents.*"))
+
+    # A new cluster on the same log dir restores from the checkpoint and goes on from there.
+    second = local_cluster(workers=2)
+    second.start("ps", 0)
+    resumed = run_workers(second, logdir, max_steps=last["env_steps"] + 2000)
+    assert max(p["global_step"] for p in resumed) > last["global_step"]
+    assert max(p["env_steps"] for p in resumed) >= last["env_steps"] + 2000
+    assert sum(p["local_env_steps"] for p in resumed) < last["env_steps"] + 2000 + 2 * T * B * 3
+
+
+def test_globals_live_on_the_ps_and_the_local_copy_on_its_worker():
+    spec = TaskSpec(cluster={"ps": ["127.0.0.1:1", "127.0.0.1:2"],
+                             "worker": ["127.0.0.1:3", "127.0.0.1:4"]}, job="worker", task=1)
+    config = A3CConfig(envs_per_worker=2, rollout_length=4)
+    batch = EnvBatch("CartPole-v1", 2, seed=0)
+    with tf.Graph().as_default() as graph:
+        worker_graph = build_worker_graph(config, spec, env_info("CartPole-v1"), [batch])
+        global_vars = tf.compat.v1.global_variables()
+        local_vars = tf.compat.v1.local_variables()
+        queue_ops = [op for op in graph.get_operations() if op.type == "FIFOQueueV2"]
+    batch.close()
+
+    network = worker_graph.global_network.variables
+    slots = [v for v in global_vars if "Adam" in v.name]
+    assert network and slots
+    for var in global_vars:
+        assert var.device.startswith("/job:ps/task:"), (var.name, var.device)
+    # Round-robin over both ps tasks.
+    assert {v.device.split("/")[2] for v in network} == {"task:0", "task:1"}
+    assert {v.name.split("/", 1)[1] for v in local_vars if v.name.startswith("local/")} == \
+        {v.name.split("/", 1)[1] for v in network}
+    for var in local_vars:
+        assert var.device.startswith("/job:worker/task:1"), (var.name, var.device)
+    assert queue_ops and all(op.device.startswith("/job:worker/task:1") for op in queue_ops)
