@@ -1,0 +1,153 @@
+"""Tests for the dataclass-driven command line in a3c_graph.config."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+
+import pytest
+
+from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
+
+
+def parse(argv: list[str]) -> A3CConfig:
+    """The config a worker would build from `argv`."""
+    parser = argparse.ArgumentParser(prog="a3c")
+    add_config_arguments(parser)
+    return config_from_args(parser.parse_args(argv))
+
+
+def test_no_flags_parse_to_the_defaults():
+    config = parse([])
+    assert config == A3CConfig()
+    assert config.hidden_sizes == (64, 64)
+    assert config.target_return is None
+    assert config.normalize_advantages is True
+
+
+def test_every_field_has_a_flag_with_its_help():
+    parser = argparse.ArgumentParser(prog="a3c")
+    add_config_arguments(parser)
+    help_text = " ".join(parser.format_help().split())  # undo line wrapping
+    for f in dataclasses.fields(A3CConfig):
+        assert "--" + f.name.replace("_", "-") in help_text
+    assert "(default: 64,64)" in help_text
+
+
+def test_scalar_flags_parse_to_their_field_types():
+    config = parse(["--env", "Acrobot-v1", "--rollout-length", "5", "--gamma", "0.9",
+                    "--learning-rate", "3e-4", "--target-return", "-100"])
+    assert config.env == "Acrobot-v1"
+    assert config.rollout_length == 5 and isinstance(config.rollout_length, int)
+    assert config.gamma == 0.9
+    assert config.learning_rate == 3e-4
+    assert config.target_return == -100.0
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("32,16", (32, 16)),
+    ("128", (128,)),
+    ("8, 4, 2", (8, 4, 2)),
+])
+def test_hidden_sizes_parse_to_a_tuple_of_ints(text, expected):
+    assert parse(["--hidden-sizes", text]).hidden_sizes == expected
+
+
+def test_hidden_sizes_reject_non_integers(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(["--hidden-sizes", "32,wide"])
+    assert exit_info.value.code == 2
+    assert "--hidden-sizes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("true", True), ("false", False), ("True", True), ("FALSE", False),
+    ("1", True), ("0", False), ("yes", True), ("no", False), ("on", True), ("off", False),
+])
+def test_boolean_flags_parse_true_and_false(text, expected):
+    assert parse(["--normalize-advantages", text]).normalize_advantages is expected
+
+
+def test_boolean_flag_rejects_other_words(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(["--normalize-advantages", "maybe"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--normalize-advantages" in err and "expected true or false" in err
+
+
+def test_default_config_needs_no_flags():
+    assert config_to_argv(A3CConfig()) == []
+
+
+def test_config_to_argv_round_trips_a_non_default_config():
+    config = A3CConfig(
+        env="Acrobot-v1", seed=-3, envs_per_worker=4, rollout_length=5, gamma=0.9,
+        gae_lambda=1.0, learning_rate=3e-4, entropy_coef=0.0, hidden_sizes=(32, 16),
+        normalize_advantages=False, max_steps=1000, max_seconds=60.5,
+        target_return=-1e-05, intra_op_threads=0)
+    argv = config_to_argv(config)
+
+    # Only the changed fields are written out.
+    flags = {arg.split("=")[0] for arg in argv if arg.startswith("--")}
+    assert flags == {
+        "--env", "--seed", "--envs-per-worker", "--rollout-length", "--gamma", "--gae-lambda",
+        "--learning-rate", "--entropy-coef", "--hidden-sizes", "--normalize-advantages",
+        "--max-steps", "--max-seconds", "--target-return", "--intra-op-threads"}
+    assert parse(argv) == config
+
+
+@pytest.mark.parametrize("field_name, value", [
+    ("target_return", -1e-05),   # printed in scientific notation with a leading minus
+    ("target_return", -1e20),
+    ("seed", -1),
+    ("hidden_sizes", (7,)),
+])
+def test_config_to_argv_round_trips_awkward_values(field_name, value):
+    config = dataclasses.replace(A3CConfig(), **{field_name: value})
+    assert parse(config_to_argv(config)) == config
+
+
+@pytest.mark.parametrize("field_name, bad_value, message", [
+    ("rollout_length", 0, "--rollout-length must be at least 1, got 0"),
+    ("envs_per_worker", -2, "--envs-per-worker must be at least 1, got -2"),
+    ("max_steps", 0, "--max-steps must be at least 1"),
+    ("gamma", 1.5, "--gamma must be in [0, 1], got 1.5"),
+    ("gamma", math.nan, "--gamma must be in [0, 1]"),
+    ("gae_lambda", -0.1, "--gae-lambda must be in [0, 1], got -0.1"),
+    ("learning_rate", 0.0, "--learning-rate must be a positive number, got 0.0"),
+    ("learning_rate", math.nan, "--learning-rate must be a positive number"),
+    ("grad_clip_norm", math.inf, "--grad-clip-norm must be a positive number"),
+    ("max_seconds", -1.0, "--max-seconds must be a positive number"),
+    ("entropy_coef", -0.01, "--entropy-coef must be a non-negative number"),
+    ("value_coef", math.inf, "--value-coef must be a non-negative number"),
+    ("hidden_sizes", (64, 0), "--hidden-sizes must be positive widths"),
+    ("hidden_sizes", (), "--hidden-sizes must be positive widths"),
+    ("target_return", math.inf, "--target-return must be a finite number"),
+    ("intra_op_threads", -1, "--intra-op-threads must be 0 or more, got -1"),
+])
+def test_validate_names_the_flag_of_a_bad_value(field_name, bad_value, message):
+    config = dataclasses.replace(A3CConfig(), **{field_name: bad_value})
+    with pytest.raises(ValueError, match=re.escape(message)):
+        config.validate()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--rollout-length", "0"], "--rollout-length must be at least 1"),
+    (["--gamma", "1.01"], "--gamma must be in [0, 1]"),
+    (["--learning-rate=-1e-3"], "--learning-rate must be a positive number"),
+    (["--hidden-sizes", "64,-1"], "--hidden-sizes must be positive widths"),
+])
+def test_bad_flag_on_the_command_line_raises_value_error_naming_it(argv, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse(argv)
+
+
+@pytest.mark.parametrize("field_name, value", [
+    ("gamma", 0.0), ("gamma", 1.0), ("gae_lambda", 0.0), ("entropy_coef", 0.0),
+    ("intra_op_threads", 0), ("rollout_length", 1), ("target_return", -500.0),
+])
+def test_validate_accepts_boundary_values(field_name, value):
+    dataclasses.replace(A3CConfig(), **{field_name: value}).validate()
