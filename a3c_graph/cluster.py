@@ -18,8 +18,8 @@ import ipaddress
 import json
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 JOBS = ("ps", "worker")
 
@@ -93,7 +93,8 @@ def parse_host_list(text: str, flag: str) -> list[str]:
 def validate_cluster(cluster: object, source: str) -> dict:
     """The cluster as a clean {"ps": [...], "worker": [...]}; ClusterError names `source`."""
     if not isinstance(cluster, dict):
-        raise ClusterError(f"{source}: the cluster must be a JSON object with 'ps' and 'worker' lists")
+        raise ClusterError(f"{source}: the cluster must be a JSON object with "
+                           "'ps' and 'worker' lists")
     unknown = sorted(set(cluster) - set(JOBS))
     if unknown:
         raise ClusterError(f"{source}: unknown job {unknown[0]!r}; jobs are 'ps' and 'worker'")
@@ -139,7 +140,7 @@ def cluster_from_file(path: str) -> dict:
     return validate_cluster(data, f"cluster file {path}")
 
 
-def cluster_from_tf_config(text: str) -> tuple[dict, Optional[str], Optional[int]]:
+def cluster_from_tf_config(text: str) -> tuple[dict, str | None, int | None]:
     """(cluster, task type or None, task index or None) from TF_CONFIG's JSON text."""
     try:
         data = json.loads(text)
@@ -160,8 +161,8 @@ def cluster_from_tf_config(text: str) -> tuple[dict, Optional[str], Optional[int
     return cluster, job, index
 
 
-def resolve_task(ps_hosts: Optional[str], worker_hosts: Optional[str], cluster_file: Optional[str],
-                 job: Optional[str], task: Optional[int],
+def resolve_task(ps_hosts: str | None, worker_hosts: str | None, cluster_file: str | None,
+                 job: str | None, task: int | None,
                  environ: Mapping[str, str] = os.environ) -> TaskSpec:
     """The TaskSpec named by the flags, a cluster file, or TF_CONFIG (in that order)."""
     tf_job = tf_task = None

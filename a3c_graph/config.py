@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -28,7 +29,8 @@ class A3CConfig:
     seed: int = _f(0, "Base random seed; task i seeds its envs with seed + 1000 * i.")
 
     # Acting.
-    envs_per_worker: int = _f(8, "Envs each actor thread steps as one batch (batched policy inference).")
+    envs_per_worker: int = _f(
+        8, "Envs each actor thread steps as one batch (batched policy inference).")
     actor_threads: int = _f(1, "QueueRunner actor threads per worker, each with its own envs.")
     rollout_length: int = _f(32, "T: env steps per rollout (the n in n-step returns).")
     queue_capacity: int = _f(2, "Rollouts buffered between actors and learner (adds policy lag).")
@@ -47,7 +49,7 @@ class A3CConfig:
     # Budget and stopping.
     max_steps: int = _f(2_000_000, "Stop after this many env steps across all workers.")
     max_seconds: float = _f(300.0, "Stop after this many seconds of training.")
-    target_return: Optional[float] = _f(
+    target_return: float | None = _f(
         None, "Stop when the mean return of the last 100 episodes reaches this "
         "(default: the env spec's reward_threshold).")
 
@@ -109,10 +111,12 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         if f.default is not None:
             help_text += f" (default: {_show(f.default)})"
         if isinstance(f.default, bool):
-            group.add_argument(flag, type=_str2bool, default=f.default, metavar="BOOL", help=help_text)
+            group.add_argument(flag, type=_str2bool, default=f.default, metavar="BOOL",
+                               help=help_text)
         elif isinstance(f.default, tuple):
-            group.add_argument(flag, type=_tuple_of(f.metadata.get("parse", int)), default=f.default,
-                               metavar="A,B", help=help_text)
+            parse = _tuple_of(f.metadata.get("parse", int))
+            group.add_argument(flag, type=parse, default=f.default, metavar="A,B",
+                               help=help_text)
         elif f.name == "target_return":
             group.add_argument(flag, type=float, default=None, help=help_text)
         else:
@@ -130,7 +134,8 @@ def _tuple_of(parse):
         try:
             return tuple(parse(part) for part in text.split(",") if part.strip())
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list, got {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list, got {text!r}") from None
     return convert
 
 

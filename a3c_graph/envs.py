@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -28,8 +28,8 @@ class EnvInfo:
     obs_shape: tuple
     obs_dtype: np.dtype
     num_actions: int
-    reward_threshold: Optional[float]
-    max_episode_steps: Optional[int]
+    reward_threshold: float | None
+    max_episode_steps: int | None
 
 
 def _register_extras(env_id: str) -> None:
@@ -37,7 +37,8 @@ def _register_extras(env_id: str) -> None:
         try:
             import ale_py
         except ImportError:
-            raise EnvError(f"env {env_id!r} needs the Atari extra: pip install -e '.[atari]'") from None
+            raise EnvError(
+                f"env {env_id!r} needs the Atari extra: pip install -e '.[atari]'") from None
         gym.register_envs(ale_py)
 
 
@@ -46,11 +47,12 @@ def _spec(env_id: str):
     try:
         return gym.spec(env_id)
     except gym.error.Error as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        text = str(error).strip()
+        first_line = text.splitlines()[0] if text else type(error).__name__
         raise EnvError(f"unknown env id {env_id!r}: {first_line}") from None
 
 
-def make_env(env_id: str, render_mode: Optional[str] = None) -> gym.Env:
+def make_env(env_id: str, render_mode: str | None = None) -> gym.Env:
     """One env of `env_id`, with the observation and action spaces checked."""
     _spec(env_id)
     env = gym.make(env_id, render_mode=render_mode)
@@ -69,7 +71,7 @@ def _check_spaces(env_id: str, env: gym.Env) -> None:
                        "space; a Box is needed")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def env_info(env_id: str) -> EnvInfo:
     """Shapes and thresholds of `env_id`; EnvError for an unknown or unsuitable id."""
     spec = _spec(env_id)

@@ -27,7 +27,8 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--logdir", required=True, help="The run's log dir.")
-    parser.add_argument("--checkpoint", help="A checkpoint prefix (default: the latest in --logdir).")
+    parser.add_argument("--checkpoint",
+                        help="A checkpoint prefix (default: the latest in --logdir).")
     parser.add_argument("--episodes", type=int, default=10, help="Episodes to play (default: 10).")
     parser.add_argument("--env", help="Env id (default: the run's).")
     parser.add_argument("--seed", type=int, default=12345, help="Seed of the evaluation envs.")
@@ -81,7 +82,8 @@ def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool) ->
         except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
                 tf.errors.DataLossError) as error:
             first = str(error.message).strip().splitlines()[0]
-            raise UsageError(f"checkpoint {checkpoint} does not fit this network: {first}") from None
+            raise UsageError(
+                f"checkpoint {checkpoint} does not fit this network: {first}") from None
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + episode)
             total, done = 0.0, False

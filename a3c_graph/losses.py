@@ -74,7 +74,7 @@ def log_probs(logits, actions):
 
 
 def policy_gradient_loss(logits, actions, advantages):
-    """-mean(log pi(a_t|s_t) * A_t); advantages are treated as constants. Shapes [N, A], [N], [N]."""
+    """-mean(log pi(a_t|s_t) * A_t), advantages held constant. Shapes [N, A], [N], [N]."""
     advantages = tf.stop_gradient(advantages)
     return -tf.reduce_mean(log_probs(logits, actions) * advantages)
 

@@ -8,7 +8,7 @@ N refers to any batch of observations (the rollout's T * B, or B envs stepped to
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import tensorflow as tf
 

@@ -19,7 +19,7 @@ Rollout tensors are time-major, T refers to the rollout length, B to the envs pe
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf

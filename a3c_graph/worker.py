@@ -298,7 +298,12 @@ def main(argv=None) -> int:
     stop.install()
     try:
         args = parse_args(argv)
-        from a3c_graph.cluster import ClusterError, non_loopback_hosts, resolve_task
+        from a3c_graph.cluster import (
+            ClusterError,
+            check_port_free,
+            non_loopback_hosts,
+            resolve_task,
+        )
         from a3c_graph.config import config_from_args
         from a3c_graph.envs import EnvError, env_info
 
@@ -309,18 +314,23 @@ def main(argv=None) -> int:
             if remote and not args.allow_remote:
                 raise UsageError(f"{remote[0]} is not a loopback address; the TF server is "
                                  "unauthenticated, pass --allow-remote only on a trusted network")
-            _graph_mode_tensorflow()
+            # Every check a user can fail runs before TF is imported (whose C++ log lines
+            # would break the one-line error) and before the log dir is created.
             if spec.job == "ps":
+                check_port_free(spec.address)
+                _graph_mode_tensorflow()
                 return run_ps(spec, config, args, stop)
             if not args.logdir:
                 raise UsageError("--logdir is required for a worker")
-            _check_logdir(args.logdir)
             info = env_info(config.env)
             target = config.target_return
             if target is None:
                 target = info.reward_threshold
             if target is None:
                 raise UsageError(f"env {config.env!r} has no reward_threshold; give --target-return")
+            check_port_free(spec.address)
+            _check_logdir(args.logdir)
+            _graph_mode_tensorflow()
             return run_worker(spec, config, args, info, float(target), stop)
         except (ClusterError, EnvError, ValueError) as error:
             raise UsageError(str(error)) from None
