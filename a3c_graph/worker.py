@@ -22,7 +22,8 @@ import signal
 import sys
 import time
 from collections import deque
-from typing import Optional
+
+from a3c_graph.cluster import ClusterError  # stdlib only at import: cheap
 
 PROG = "a3c_graph.worker"
 
@@ -67,7 +68,7 @@ class StopFlag:
     """Set by SIGTERM/SIGINT; the training loop finishes its step and stops cleanly."""
 
     def __init__(self):
-        self.signal: Optional[int] = None
+        self.signal: int | None = None
         self.in_loop = False
 
     def install(self):
@@ -126,7 +127,7 @@ class Progress:
     def due(self) -> bool:
         return time.time() - self.last_write >= self.progress_secs
 
-    def write(self, state: str, stop_reason: Optional[str] = None) -> None:
+    def write(self, state: str, stop_reason: str | None = None) -> None:
         now = time.time()
         if now > self.window_start:
             self.steps_per_sec = self.window_steps / (now - self.window_start)
@@ -161,8 +162,9 @@ class Progress:
             prefix = "perf" if key == "queue_size" else "loss"
             values[f"{prefix}/{key}"] = sum(series) / len(series)
         self.losses = {}
-        summary = tf.compat.v1.Summary(value=[
-            tf.compat.v1.Summary.Value(tag=tag, simple_value=value) for tag, value in values.items()])
+        Value = tf.compat.v1.Summary.Value
+        summary = tf.compat.v1.Summary(
+            value=[Value(tag=tag, simple_value=value) for tag, value in values.items()])
         self.writer.add_summary(summary, global_step)
         self.writer.flush()
 
@@ -206,7 +208,7 @@ class _WorkerSessionCreator:
         return manager.wait_for_session(self.master, config=self.config, max_wait_secs=600)
 
 
-def stop_reason_for(fetched: dict, config, target_return: float, started: float) -> Optional[str]:
+def stop_reason_for(fetched: dict, config, target_return: float, started: float) -> str | None:
     if int(fetched["recent_count"]) >= 100 and float(fetched["mean_return_100"]) >= target_return:
         return "solved"
     if int(fetched["env_steps"]) >= config.max_steps:
@@ -278,8 +280,8 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag) -
     for batch in env_batches:
         batch.close()
     f = progress.fetched
-    print(f"{PROG}: worker {spec.task} done ({reason}): global step {int(f.get('global_step', 0))}, "
-          f"env steps {int(f.get('env_steps', 0))}, mean return(100) "
+    print(f"{PROG}: worker {spec.task} done ({reason}): "
+          f"global step {int(f.get('global_step', 0))}, env steps {int(f.get('env_steps', 0))}, mean return(100) "
           f"{float(f.get('mean_return_100', float('nan'))):.1f}", flush=True)
     return 0
 
@@ -298,45 +300,53 @@ def main(argv=None) -> int:
     stop.install()
     try:
         args = parse_args(argv)
-        from a3c_graph.cluster import (
-            ClusterError,
-            check_port_free,
-            non_loopback_hosts,
-            resolve_task,
-        )
-        from a3c_graph.config import config_from_args
-        from a3c_graph.envs import EnvError, env_info
-
-        try:
-            config = config_from_args(args)
-            spec = resolve_task(args.ps_hosts, args.worker_hosts, args.cluster, args.job, args.task)
-            remote = non_loopback_hosts(spec.cluster)
-            if remote and not args.allow_remote:
-                raise UsageError(f"{remote[0]} is not a loopback address; the TF server is "
-                                 "unauthenticated, pass --allow-remote only on a trusted network")
-            # Every check a user can fail runs before TF is imported (whose C++ log lines
-            # would break the one-line error) and before the log dir is created.
-            if spec.job == "ps":
-                check_port_free(spec.address)
-                _graph_mode_tensorflow()
-                return run_ps(spec, config, args, stop)
-            if not args.logdir:
-                raise UsageError("--logdir is required for a worker")
-            info = env_info(config.env)
-            target = config.target_return
-            if target is None:
-                target = info.reward_threshold
-            if target is None:
-                raise UsageError(f"env {config.env!r} has no reward_threshold; give --target-return")
-            check_port_free(spec.address)
-            _check_logdir(args.logdir)
-            _graph_mode_tensorflow()
-            return run_worker(spec, config, args, info, float(target), stop)
-        except (ClusterError, EnvError, ValueError) as error:
-            raise UsageError(str(error)) from None
+        task = _validated_task(args)
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
         return 2
+    spec, config, info, target = task
+    try:
+        _graph_mode_tensorflow()
+        if spec.job == "ps":
+            return run_ps(spec, config, args, stop)
+        return run_worker(spec, config, args, info, target, stop)
+    except ClusterError as error:  # lost a race for the port after the check
+        print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _validated_task(args):
+    """(spec, config, env info, target return), or UsageError for anything a user got wrong.
+
+    Every check a user can fail runs here, before TF is imported (its C++ log lines would
+    break the one-line error) and before the log dir is created.
+    """
+    from a3c_graph.cluster import check_port_free, non_loopback_hosts, resolve_task
+    from a3c_graph.config import config_from_args
+    from a3c_graph.envs import EnvError, env_info
+
+    try:
+        config = config_from_args(args)
+        spec = resolve_task(args.ps_hosts, args.worker_hosts, args.cluster, args.job, args.task)
+        remote = non_loopback_hosts(spec.cluster)
+        if remote and not args.allow_remote:
+            raise UsageError(f"{remote[0]} is not a loopback address; the TF server is "
+                             "unauthenticated, pass --allow-remote only on a trusted network")
+        if spec.job == "ps":
+            check_port_free(spec.address)
+            return spec, config, None, None
+        if not args.logdir:
+            raise UsageError("--logdir is required for a worker")
+        info = env_info(config.env)
+        target = config.target_return if config.target_return is not None \
+            else info.reward_threshold
+        if target is None:
+            raise UsageError(f"env {config.env!r} has no reward_threshold; give --target-return")
+        check_port_free(spec.address)
+        _check_logdir(args.logdir)
+        return spec, config, info, float(target)
+    except (ClusterError, EnvError, ValueError) as error:
+        raise UsageError(str(error)) from None
 
 
 def _check_logdir(logdir: str) -> None:
