@@ -281,7 +281,8 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag) -
         batch.close()
     f = progress.fetched
     print(f"{PROG}: worker {spec.task} done ({reason}): "
-          f"global step {int(f.get('global_step', 0))}, env steps {int(f.get('env_steps', 0))}, mean return(100) "
+          f"global step {int(f.get('global_step', 0))}, "
+          f"env steps {int(f.get('env_steps', 0))}, mean return(100) "
           f"{float(f.get('mean_return_100', float('nan'))):.1f}", flush=True)
     return 0
 
