@@ -186,7 +186,10 @@ def run_ps(spec, config, args, stop: StopFlag) -> int:
     stop.in_loop = True
     while stop.signal is None:  # server.join() would block signals forever
         time.sleep(0.2)
-    return 0
+    print(f"{PROG}: ps task {spec.task} stopping", flush=True)
+    # A ps holds no state of its own to flush (the chief checkpoints the variables), and
+    # tearing down a gRPC server with live peers can take a while: leave at once.
+    os._exit(0)
 
 
 class _WorkerSessionCreator:

@@ -1,0 +1,962 @@
+"""Local launcher and supervisor of an a3c_graph cluster (behind scripts/launch_cluster.sh).
+
+    launch_cluster.sh [start] [--workers N] [--ps N] [--logdir D] [--dry-run] [--background]
+                      [--cluster FILE [--tasks worker:0,ps:0]] [--allow-remote] [A3C flags]
+    launch_cluster.sh status --logdir D
+    launch_cluster.sh stop --logdir D
+
+`start` runs one process per task (`python -m a3c_graph.worker --job ... --task ...`), each
+in its own session so a Ctrl-C in the terminal reaches only the launcher, which then stops
+the tasks in order: workers first (the chief writes its final checkpoint to the ps), then
+the ps. Every process it starts is recorded in <logdir>/pids/ and is only ever signalled by
+that pid, after checking that the pid still belongs to this run: never by name, so other
+people's jobs on the same machine are safe.
+
+Files under <logdir>: logs/<job>_<i>.log (stdout+stderr of a task), pids/<job>_<i>.pid and
+pids/launcher.pid, progress/worker_<i>.json (written by the workers), summary.json (written
+here when the run ends; its JSON is also the last line the launcher prints), launcher.log
+(only with --background).
+
+Exit status of `start`: 0 after a normal end, 2 for bad input (one line on stderr, nothing
+started or written), 1 when a task crashed, 130/143/129 after SIGINT/SIGTERM/SIGHUP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+from a3c_graph import cluster as cluster_lib
+from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
+
+PROG = "launch_cluster"
+WORKER_MODULE = "a3c_graph.worker"
+LAUNCH_MODULE = "a3c_graph.launch"
+WORKER_ERROR_PREFIX = "a3c_graph.worker: error:"
+
+# The repository root, so tasks import this very copy of a3c_graph wherever they run from.
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+WRAPPER_SCRIPT = PACKAGE_ROOT / "scripts" / "launch_cluster.sh"
+
+PROGRESS_LINE_SECS = 5.0
+POLL_SECS = 0.2
+# SIGTERM -> SIGKILL: long enough for the chief's final checkpoint of a small model.
+STOP_TIMEOUT_SECS = 10.0
+# The ps must outlive the workers' final checkpoint, and gets at least this after them.
+PS_STOP_MIN_SECS = 2.0
+# `stop` waits this long for the launcher to wind everything down before killing.
+STOP_COMMAND_TIMEOUT_SECS = 20.0
+# Workers enforce --max-seconds themselves; this backstop only catches a stuck run.
+DEADLINE_GRACE_SECS = 60.0
+BACKGROUND_START_TIMEOUT_SECS = 30.0
+# A pid file is written right after its process starts; a process that started later than
+# this after the file was written reuses the pid and is not ours.
+PID_CLOCK_SLACK_SECS = 2.0
+
+EXIT_USAGE = 2
+EXIT_CRASH = 1
+EXIT_NOT_LIVE = 3
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+STOP_REASON_PRIORITY = ("solved", "max_steps", "max_seconds", "signal")
+
+
+class LaunchError(Exception):
+    """Bad input from the user: shown as one line on stderr, exit status 2."""
+
+
+# --------------------------------------------------------------------------- command line
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (the usage block would break the contract)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise LaunchError(f"{message} (see {self.prog} --help)")
+
+
+def build_start_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog=PROG, allow_abbrev=False,
+        usage=f"{PROG} [start] [options]  |  {PROG} status --logdir D  |  {PROG} stop --logdir D",
+        description="Start a local a3c_graph cluster (one process per ps/worker task) and "
+                    "supervise it until the workers stop.",
+        epilog="`status --logdir D` shows a run's tasks and progress (exit 0 if live, 3 if "
+               "not); `stop --logdir D` stops a run started with --background.")
+    group = parser.add_argument_group("cluster and launcher")
+    group.add_argument("--workers", type=int, default=None,
+                       help="Worker tasks of a local cluster (default: 2).")
+    group.add_argument("--ps", type=int, default=None,
+                       help="Parameter-server tasks of a local cluster (default: 1).")
+    group.add_argument("--logdir", default=None,
+                       help="Logs, pids, progress, checkpoints (default: runs/<env>-<time>).")
+    group.add_argument("--dry-run", action="store_true",
+                       help="Print the command of every task; start nothing, write nothing.")
+    group.add_argument("--background", action="store_true",
+                       help="Run the launcher detached (log in <logdir>/launcher.log).")
+    group.add_argument("--cluster", metavar="FILE", default=None,
+                       help='Multi-machine: JSON {"ps": [...], "worker": [...]}; starts the '
+                            "tasks whose host is this machine (or those named by --tasks). "
+                            "TF_CONFIG in the environment works too and starts just its task.")
+    group.add_argument("--tasks", default=None, metavar="JOB:I[,JOB:I..]",
+                       help="With --cluster/TF_CONFIG: tasks to start here, e.g. worker:0,ps:0.")
+    group.add_argument("--allow-remote", action="store_true",
+                       help="Allow non-loopback addresses. The TF server is unauthenticated gRPC "
+                            "that runs any graph sent to it: use only on a trusted network.")
+    add_config_arguments(parser)
+    return parser
+
+
+def build_logdir_parser(command: str, description: str) -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=f"{PROG} {command}", allow_abbrev=False, description=description)
+    parser.add_argument("--logdir", required=True, help="The run's log directory.")
+    return parser
+
+
+# --------------------------------------------------------------------------- the plan
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One task to start on this machine, with its exact command."""
+
+    job: str
+    index: int
+    address: str
+    argv: tuple[str, ...]
+    # Environment entries that differ from the launcher's own (shown in --dry-run).
+    env_overrides: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}_{self.index}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.job} task {self.index}"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything `start` decided before touching the machine."""
+
+    config: A3CConfig  # with target_return resolved
+    cluster: Mapping[str, list]
+    tasks: tuple[TaskPlan, ...]  # ps tasks first: workers connect to them
+    logdir: Path
+    allow_remote: bool
+    source: str  # "local cluster", "cluster file F" or "TF_CONFIG cluster"
+    cluster_file: str | None = None
+    tasks_flag: str | None = None
+
+    @property
+    def workers(self) -> list[TaskPlan]:
+        return [t for t in self.tasks if t.job == "worker"]
+
+
+def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPlan:
+    """Validate every input and decide every command; raises LaunchError, starts nothing."""
+    try:
+        config = config_from_args(args)
+    except ValueError as error:
+        raise LaunchError(str(error)) from None
+    for flag in ("workers", "ps"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise LaunchError(f"--{flag} must be at least 1, got {value}")
+    config = dataclasses.replace(config, target_return=resolve_target_return(config))
+
+    cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
+    if source != "local cluster":
+        # Local mode picked free ports just now; a cluster file's ports must be checked.
+        for job, index in local_keys:
+            try:
+                cluster_lib.check_port_free(cluster[job][index])
+            except cluster_lib.ClusterError as error:
+                raise LaunchError(f"{job} task {index}: {error}") from None
+
+    logdir = Path(os.path.abspath(args.logdir or default_logdir(config.env)))
+    check_logdir_writable(logdir)
+    check_no_live_run(logdir)
+
+    env_overrides = child_env_overrides(environ)
+    if tf_config is not None:
+        env_overrides["TF_CONFIG"] = tf_config
+    tasks = tuple(
+        TaskPlan(job=job, index=index, address=cluster[job][index],
+                 argv=tuple(task_argv(job, index, cluster, logdir, config, args.allow_remote,
+                                      hosts_in_flags=tf_config is None)),
+                 env_overrides=dict(env_overrides))
+        for job, index in sorted(local_keys, key=lambda key: (key[0] != "ps", key[1])))
+    return LaunchPlan(config=config, cluster=cluster, tasks=tasks, logdir=logdir,
+                      allow_remote=args.allow_remote, source=source,
+                      cluster_file=os.path.abspath(args.cluster) if args.cluster else None,
+                      tasks_flag=args.tasks)
+
+
+def resolve_target_return(config: A3CConfig) -> float:
+    """--target-return, else the env spec's reward_threshold, so every worker agrees."""
+    from a3c_graph import envs  # imports gymnasium: only when a start is planned
+
+    try:
+        info = envs.env_info(config.env)
+    except envs.EnvError as error:
+        raise LaunchError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise LaunchError(f"env {config.env!r} cannot be made: {first}") from None
+    if config.target_return is not None:
+        return config.target_return
+    if info.reward_threshold is None:
+        raise LaunchError(f"env {config.env!r} has no reward_threshold; give --target-return")
+    return float(info.reward_threshold)
+
+
+def default_logdir(env_id: str) -> str:
+    return os.path.join("runs", f"{env_id.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
+                    ) -> tuple[dict, list[tuple[str, int]], str, str | None]:
+    """(cluster, the (job, index) tasks to start here, source, TF_CONFIG text or None)."""
+    tf_config = environ.get("TF_CONFIG") if not args.cluster else None
+    if not args.cluster and not tf_config:
+        if args.tasks:
+            raise LaunchError("--tasks needs --cluster FILE or TF_CONFIG")
+        return local_cluster(args.ps or 1, args.workers or 2)
+
+    try:
+        if args.cluster:
+            cluster = cluster_lib.cluster_from_file(args.cluster)
+            tf_job, tf_index, source = None, None, f"cluster file {args.cluster}"
+        else:
+            cluster, tf_job, tf_index = cluster_lib.cluster_from_tf_config(tf_config)
+            source = "TF_CONFIG cluster"
+    except cluster_lib.ClusterError as error:
+        raise LaunchError(str(error)) from None
+    remote = cluster_lib.non_loopback_hosts(cluster)
+    if remote and not args.allow_remote:
+        raise LaunchError(f"address {remote[0]} is not loopback; the TF server is unauthenticated "
+                          "gRPC, so pass --allow-remote only if the network is trusted")
+    for flag, job in (("workers", "worker"), ("ps", "ps")):
+        given = getattr(args, flag)
+        if given is not None and given != len(cluster[job]):
+            raise LaunchError(f"--{flag} {given} disagrees with the {source}, which has "
+                              f"{len(cluster[job])} {job} task(s); drop --{flag}")
+
+    if tf_job is not None:
+        if args.tasks:
+            raise LaunchError("TF_CONFIG names its task; drop --tasks (or unset task in TF_CONFIG)")
+        index = 0 if tf_index is None else tf_index
+        if not 0 <= index < len(cluster[tf_job]):
+            raise LaunchError(f"TF_CONFIG task index {index} is outside job {tf_job!r} "
+                              f"({len(cluster[tf_job])} task(s))")
+        keys = [(tf_job, index)]
+    elif args.tasks:
+        keys = parse_tasks_flag(args.tasks, cluster)
+    else:
+        keys = [(job, i) for job in cluster_lib.JOBS for i, address in enumerate(cluster[job])
+                if is_local_host(cluster_lib.split_host_port(address)[0])]
+        if not keys:
+            raise LaunchError(f"no task of the {source} is on this machine; "
+                              "name the ones to start here with --tasks worker:0,ps:0")
+    return cluster, keys, source, tf_config
+
+
+def local_cluster(num_ps: int, num_workers: int) -> tuple[dict, list, str, None]:
+    """A cluster on 127.0.0.1 with free ports (loopback: no other machine can connect)."""
+    import portpicker
+
+    ports: list[int] = []
+    while len(ports) < num_ps + num_workers:
+        port = portpicker.pick_unused_port()
+        if port not in ports:  # portpicker may hand the same free port out twice
+            ports.append(port)
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    cluster = {"ps": addresses[:num_ps], "worker": addresses[num_ps:]}
+    keys = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
+    return cluster, keys, "local cluster", None
+
+
+def parse_tasks_flag(text: str, cluster: Mapping[str, list]) -> list[tuple[str, int]]:
+    keys: list[tuple[str, int]] = []
+    for part in (p.strip() for p in text.split(",")):
+        job, _, index_text = part.partition(":")
+        if job not in cluster_lib.JOBS or not index_text.isdigit():
+            raise LaunchError(f"--tasks entry {part!r} is not of the form worker:I or ps:I")
+        index = int(index_text)
+        if index >= len(cluster[job]):
+            raise LaunchError(f"--tasks entry {part!r} is outside the cluster: job {job!r} has "
+                              f"{len(cluster[job])} task(s)")
+        if (job, index) not in keys:
+            keys.append((job, index))
+    return keys
+
+
+def is_local_host(host: str) -> bool:
+    """True for loopback and for any name or address of this machine's interfaces."""
+    if cluster_lib.is_loopback(host):
+        return True
+    import psutil
+
+    mine = {addr.address.split("%")[0] for nic in psutil.net_if_addrs().values() for addr in nic
+            if addr.family in (socket.AF_INET, socket.AF_INET6)}
+    if host in mine or host in (socket.gethostname(), socket.getfqdn()):
+        return True
+    try:
+        resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return any(cluster_lib.is_loopback(ip) or ip in mine for ip in resolved)
+
+
+def task_argv(job: str, index: int, cluster: Mapping[str, list], logdir: Path,
+              config: A3CConfig, allow_remote: bool, hosts_in_flags: bool) -> list[str]:
+    """The worker module's command line for one task (the contract in a3c_graph/worker.py)."""
+    argv = [sys.executable, "-m", WORKER_MODULE, "--job", job, "--task", str(index)]
+    if hosts_in_flags:  # else TF_CONFIG in the task's environment names the cluster
+        argv += ["--ps-hosts", ",".join(cluster["ps"]),
+                 "--worker-hosts", ",".join(cluster["worker"])]
+    argv += ["--logdir", str(logdir)]
+    if allow_remote:
+        argv.append("--allow-remote")
+    return argv + config_to_argv(config)
+
+
+def child_env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    """PYTHONPATH with this repository first, unless it is already on it."""
+    parts = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(PACKAGE_ROOT) in (os.path.abspath(p) for p in parts):
+        return {}
+    return {"PYTHONPATH": os.pathsep.join([str(PACKAGE_ROOT), *parts])}
+
+
+def check_logdir_writable(logdir: Path) -> None:
+    """LaunchError unless `logdir` exists as a writable directory or could be created."""
+    probe = logdir
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise LaunchError(f"--logdir {logdir} cannot be created: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise LaunchError(f"--logdir {logdir} cannot be written: {probe} is not writable")
+    for sub in ("logs", "pids", "progress", "summary.json"):
+        path = logdir / sub
+        if path.exists() and not os.access(path, os.W_OK):
+            raise LaunchError(f"--logdir {logdir} cannot be written: {path} is not writable")
+
+
+def check_no_live_run(logdir: Path) -> None:
+    for record in read_pid_files(logdir).values():
+        if record.proc is not None:
+            raise LaunchError(f"a run is still live in {logdir} ({record.name} pid {record.pid}); "
+                              f"stop it first: {PROG} stop --logdir {logdir}")
+
+
+# --------------------------------------------------------------------------- dry run
+
+def command_line(task: TaskPlan) -> str:
+    """The task's command as one copy-pasteable shell line, env assignments first."""
+    prefix = [f"{key}={shlex.quote(value)}" for key, value in sorted(task.env_overrides.items())]
+    return " ".join([*prefix, shlex.join(task.argv)])
+
+
+def warn_if_remote(plan: LaunchPlan) -> None:
+    remote = cluster_lib.non_loopback_hosts(plan.cluster)
+    if remote:
+        print(f"{PROG}: warning: address(es) {', '.join(remote)} are not loopback: the TF "
+              "server is unauthenticated gRPC that runs any graph sent to it; it must only be "
+              "reachable on a trusted network", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- files
+
+def pid_dir(logdir: Path) -> Path:
+    return logdir / "pids"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Readers (status, stop, tests) never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_progress(logdir: Path) -> dict[int, dict]:
+    """The workers' progress files that parse; a file being replaced is simply skipped."""
+    progress: dict[int, dict] = {}
+    for path in sorted((logdir / "progress").glob("worker_*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            progress[int(data["task"])] = data
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return progress
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The global counters of the freshest progress file, and what the workers decided."""
+
+    time: float
+    global_step: int
+    env_steps: int
+    episodes: int
+    mean_return_100: float | None
+    local_steps_per_sec: float
+    stop_reason: str | None
+    solved: bool
+
+
+def run_totals(progress: Mapping[int, dict]) -> Totals | None:
+    if not progress:
+        return None
+    # Global counters are read by each worker at its own moment: trust the newest reading.
+    newest = max(progress.values(), key=lambda p: (p.get("time") or 0, p.get("env_steps") or 0))
+    reasons = {p.get("stop_reason") for p in progress.values()}
+    stop_reason = next((r for r in STOP_REASON_PRIORITY if r in reasons), None)
+    running = [p for p in progress.values() if p.get("state") != "done"]
+    return Totals(
+        time=float(newest.get("time") or 0.0),
+        global_step=int(newest.get("global_step") or 0),
+        env_steps=int(newest.get("env_steps") or 0),
+        episodes=int(newest.get("episodes") or 0),
+        mean_return_100=newest.get("mean_return_100"),
+        local_steps_per_sec=sum(float(p.get("local_steps_per_sec") or 0.0) for p in running),
+        stop_reason=stop_reason,
+        solved=stop_reason == "solved",
+    )
+
+
+def clock(seconds: float) -> str:
+    minutes, secs = divmod(int(max(seconds, 0)), 60)
+    return f"{minutes:3d}:{secs:02d}"
+
+
+def progress_line(elapsed: float, totals: Totals | None, steps_per_sec: float | None) -> str:
+    head = f"[{clock(elapsed)}]"
+    if totals is None:
+        return f"{head} waiting for the workers' first progress (connecting to the ps)"
+    mean = "-" if totals.mean_return_100 is None else f"{totals.mean_return_100:.1f}"
+    rate = "-" if steps_per_sec is None else f"{steps_per_sec:,.0f}"
+    return (f"{head} step {totals.global_step:,}  env steps {totals.env_steps:,}  "
+            f"{rate} steps/s  episodes {totals.episodes:,}  mean return(100) {mean}")
+
+
+# --------------------------------------------------------------------------- processes
+
+@dataclass(frozen=True)
+class PidRecord:
+    """What a pid file of a run names now."""
+
+    name: str  # "launcher", "ps_0", "worker_1", ...
+    pid: int | None
+    proc: object | None  # a psutil.Process, only while the pid is alive and ours
+    state: str  # "alive", "exited", "pid reused by another program", "unreadable pid file"
+
+
+def read_pid_file(pid_file: Path, logdir: Path) -> PidRecord:
+    """Trust a pid file only while its pid is still the process we started.
+
+    A pid is ours when its command line runs our module (the launcher, or a worker of this
+    logdir) and the process started no later than the pid file was written: a recycled pid
+    fails one of the two.
+    """
+    import psutil
+
+    name = pid_file.stem
+    try:
+        pid = int(pid_file.read_text(encoding="utf-8").strip())
+        written = pid_file.stat().st_mtime
+    except (OSError, ValueError):
+        return PidRecord(name, None, None, "unreadable pid file")
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return PidRecord(name, pid, None, "exited")
+        cmdline = proc.cmdline()
+        started = proc.create_time()
+    except psutil.NoSuchProcess:
+        return PidRecord(name, pid, None, "exited")
+    except psutil.Error:  # AccessDenied: someone else's process
+        return PidRecord(name, pid, None, "pid reused by another program")
+    if name == "launcher":
+        ours = LAUNCH_MODULE in cmdline
+    else:
+        ours = WORKER_MODULE in cmdline and str(logdir) in cmdline
+    if not ours or started > written + PID_CLOCK_SLACK_SECS:
+        return PidRecord(name, pid, None, "pid reused by another program")
+    return PidRecord(name, pid, proc, "alive")
+
+
+def read_pid_files(logdir: Path) -> dict[str, PidRecord]:
+    """Every pid file of `logdir` by name, the launcher first."""
+    files = sorted(pid_dir(logdir).glob("*.pid"), key=lambda p: (p.stem != "launcher", p.stem))
+    return {path.stem: read_pid_file(path, logdir) for path in files}
+
+
+def is_gone(proc) -> bool:
+    import psutil
+
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return True
+
+
+def wait_until(done: Callable[[], bool], timeout: float,
+               hurry: Callable[[], bool] = lambda: False) -> bool:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() >= deadline or hurry():
+            return False
+        time.sleep(0.1)
+    return True
+
+
+class Signals:
+    """Turns SIGINT/SIGTERM/SIGHUP into a flag the supervisor loop checks.
+
+    The tasks run in their own sessions, so a terminal's Ctrl-C or hang-up reaches only
+    the launcher; it must outlive the signal to stop them in order.
+    """
+
+    HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.repeated = False  # a second signal: stop waiting politely, kill now
+
+    def install(self) -> None:
+        for signum in self.HANDLED:
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, _frame) -> None:
+        if self.received is None:
+            self.received = signum
+        else:
+            self.repeated = True
+
+
+@dataclass
+class RunningTask:
+    plan: TaskPlan
+    popen: subprocess.Popen
+    log_path: Path
+    returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.popen.poll()
+        return self.returncode
+
+
+@dataclass
+class Outcome:
+    """How a run ended, as the summary and the exit status tell it."""
+
+    exit_code: int
+    stop_reason: str | None = None  # overrides the workers' own reason
+    error: str | None = None  # one line for stderr
+
+
+class Supervisor:
+    """Starts the planned tasks, watches them, and stops them, always by their own pids."""
+
+    def __init__(self, plan: LaunchPlan, signals: Signals) -> None:
+        self.plan = plan
+        self.signals = signals
+        self.tasks: list[RunningTask] = []
+        self.started = time.time()
+        self._descendants: dict[int, object] = {}
+
+    # ---- start
+
+    def prepare_logdir(self) -> None:
+        for sub in ("logs", "pids", "progress"):
+            (self.plan.logdir / sub).mkdir(parents=True, exist_ok=True)
+        # Leftovers of an earlier run in the same logdir would be read as this run's.
+        for stale in [*pid_dir(self.plan.logdir).glob("*.pid"),
+                      *(self.plan.logdir / "progress").glob("worker_*.json"),
+                      self.plan.logdir / "summary.json"]:
+            stale.unlink(missing_ok=True)
+        write_atomic(pid_dir(self.plan.logdir) / "launcher.pid", f"{os.getpid()}\n")
+
+    def start_tasks(self) -> None:
+        env = {**os.environ}
+        for task in self.plan.tasks:
+            if self.signals.received is not None:
+                return
+            log_path = self.plan.logdir / "logs" / f"{task.name}.log"
+            with open(log_path, "ab") as log:
+                log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {PROG}: "
+                          f"{command_line(task)}\n".encode())
+                log.flush()
+                popen = subprocess.Popen(list(task.argv), env={**env, **task.env_overrides},
+                                         stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.tasks.append(RunningTask(task, popen, log_path))
+            write_atomic(pid_dir(self.plan.logdir) / f"{task.name}.pid", f"{popen.pid}\n")
+
+    # ---- watch
+
+    def watch(self) -> Outcome:
+        deadline = time.monotonic() + self.plan.config.max_seconds + DEADLINE_GRACE_SECS
+        next_line = time.monotonic() + PROGRESS_LINE_SECS
+        last: Totals | None = None
+        rate: float | None = None
+        workers = [t for t in self.tasks if t.plan.job == "worker"]
+        while True:
+            if self.signals.received is not None:
+                return Outcome(SIGNAL_EXIT.get(self.signals.received, 130), "interrupted")
+            for task in self.tasks:
+                if task.returncode is None and task.poll() is not None:
+                    outcome = self.on_task_exit(task)
+                    if outcome is not None:
+                        return outcome
+            # A machine with only ps tasks of a bigger cluster has no worker to wait for: it
+            # serves until a signal or the backstop deadline.
+            if workers and all(t.returncode is not None for t in workers):
+                return Outcome(0)
+            if time.monotonic() >= deadline:
+                print(f"{PROG}: warning: the workers did not stop within --max-seconds + "
+                      f"{DEADLINE_GRACE_SECS:.0f} s; stopping them", file=sys.stderr, flush=True)
+                return Outcome(0, "deadline")
+            if time.monotonic() >= next_line:
+                next_line += PROGRESS_LINE_SECS
+                self._remember_descendants()
+                totals = run_totals(read_progress(self.plan.logdir))
+                if totals is not None and last is not None and totals.time > last.time:
+                    rate = (totals.env_steps - last.env_steps) / (totals.time - last.time)
+                last = totals or last
+                print(progress_line(time.time() - self.started, totals, rate), flush=True)
+            time.sleep(POLL_SECS)
+
+    def on_task_exit(self, task: RunningTask) -> Outcome | None:
+        """What one task's exit means for the run; None lets the run go on.
+
+        A worker that ends with 0 has stopped on its own (solved or budget). Anything else
+        ends the run. This is the seam for crash supervision: a policy that restarts a
+        crashed worker (the chief restores from the latest checkpoint) would start a new
+        RunningTask here and return None.
+        """
+        code = task.returncode
+        if task.plan.job == "worker" and code == 0:
+            return None
+        if code == EXIT_USAGE:
+            return Outcome(EXIT_USAGE, "error", f"{task.plan.label}: {self._error_line(task)}")
+        how = f"exited with status {code}" if code >= 0 else f"was killed by signal {-code}"
+        if task.plan.job == "ps" and code == 0:
+            how = "exited although a ps serves until it is stopped"
+        return Outcome(EXIT_CRASH, "crash", f"{task.plan.label} {how}; its log is {task.log_path}")
+
+    @staticmethod
+    def _error_line(task: RunningTask) -> str:
+        """The worker's own one-line error, relayed without its prefix."""
+        try:
+            lines = task.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        for line in reversed(lines):
+            if line.startswith(WORKER_ERROR_PREFIX):
+                return line[len(WORKER_ERROR_PREFIX):].strip()
+        return f"rejected its arguments (exit 2); see {task.log_path}"
+
+    # ---- stop
+
+    def _remember_descendants(self) -> None:
+        """Children of tasks, so none is left behind once its parent is gone."""
+        import psutil
+
+        for task in self.tasks:
+            if task.returncode is None:
+                try:
+                    for child in psutil.Process(task.popen.pid).children(recursive=True):
+                        self._descendants[child.pid] = child
+                except psutil.Error:
+                    pass
+
+    def stop_tasks(self) -> list[str]:
+        """SIGTERM workers, then the ps; SIGKILL what is left; returns the killed names."""
+        self._remember_descendants()
+        began = time.monotonic()
+        hurry = lambda: self.signals.repeated  # noqa: E731
+        for job in ("worker", "ps"):
+            group = [t for t in self.tasks if t.plan.job == job and t.poll() is None]
+            for task in group:
+                task.popen.send_signal(signal.SIGTERM)
+            budget = max(STOP_TIMEOUT_SECS - (time.monotonic() - began),
+                         PS_STOP_MIN_SECS if job == "ps" else 0.0)
+            wait_until(lambda group=group: all(t.poll() is not None for t in group), budget, hurry)
+        killed = []
+        for task in self.tasks:
+            if task.poll() is None:
+                task.popen.kill()
+                killed.append(task.plan.name)
+        for task in self.tasks:
+            try:
+                task.returncode = task.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass  # stuck in the kernel; status/stop will still see it
+        for child in self._descendants.values():
+            if not is_gone(child):
+                _quietly(child.kill)  # psutil checks the pid still names this very process
+        return killed
+
+
+# --------------------------------------------------------------------------- summary
+
+def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
+                  tasks: Sequence[RunningTask]) -> dict:
+    totals = run_totals(read_progress(plan.logdir))
+    return {
+        "solved": bool(totals and totals.solved),
+        "wall_seconds": round(time.time() - started, 1),
+        "env_steps": totals.env_steps if totals else 0,
+        "global_step": totals.global_step if totals else 0,
+        "episodes": totals.episodes if totals else 0,
+        "mean_return_100": totals.mean_return_100 if totals else None,
+        "env": plan.config.env,
+        "workers": len(plan.cluster["worker"]),
+        "ps": len(plan.cluster["ps"]),
+        "target_return": plan.config.target_return,
+        "stop_reason": outcome.stop_reason or (totals.stop_reason if totals else None),
+        "logdir": str(plan.logdir),
+        "exit_code": outcome.exit_code,
+        "task_exit_codes": {t.plan.name: t.returncode for t in tasks},
+    }
+
+
+# --------------------------------------------------------------------------- commands
+
+def run_foreground(plan: LaunchPlan) -> int:
+    signals = Signals()
+    signals.install()  # before any task exists: a signal must never orphan one
+    warn_if_remote(plan)
+    supervisor = Supervisor(plan, signals)
+    outcome = Outcome(EXIT_CRASH, "crash")
+    try:
+        supervisor.prepare_logdir()
+        supervisor.start_tasks()
+        print(f"{PROG}: started {len(supervisor.tasks)} task(s) of the {plan.source} "
+              f"({len(plan.cluster['ps'])} ps, {len(plan.cluster['worker'])} workers), target "
+              f"return {plan.config.target_return:g}; logs in {plan.logdir / 'logs'}", flush=True)
+        outcome = supervisor.watch()
+    finally:
+        # Runs on every path, including a bug in the code above: nothing is left running.
+        killed = supervisor.stop_tasks()
+    if killed:
+        print(f"{PROG}: warning: killed {', '.join(killed)} after {STOP_TIMEOUT_SECS:.0f} s",
+              file=sys.stderr, flush=True)
+    if outcome.error:
+        print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
+    summary = build_summary(plan, supervisor.started, outcome, supervisor.tasks)
+    write_atomic(plan.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
+    print(json.dumps(summary, sort_keys=True), flush=True)  # always the last line
+    return outcome.exit_code
+
+
+def start_background(plan: LaunchPlan) -> int:
+    """Re-run this launcher detached, with every decision of `plan` spelled out."""
+    argv = ["start", "--logdir", str(plan.logdir)]
+    if plan.source == "local cluster":
+        argv += ["--ps", str(len(plan.cluster["ps"])), "--workers", str(len(plan.workers))]
+    if plan.cluster_file:
+        argv += ["--cluster", plan.cluster_file]
+    if plan.tasks_flag:
+        argv += ["--tasks", plan.tasks_flag]
+    if plan.allow_remote:
+        argv.append("--allow-remote")
+    argv += config_to_argv(plan.config)
+    created = not plan.logdir.exists()
+    plan.logdir.mkdir(parents=True, exist_ok=True)
+    log_path = plan.logdir / "launcher.log"
+    with open(log_path, "ab") as log:
+        popen = subprocess.Popen([sys.executable, "-m", LAUNCH_MODULE, *argv],
+                                 env={**os.environ, **child_env_overrides(os.environ)},
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    pid_file = pid_dir(plan.logdir) / "launcher.pid"
+    # Return once `status` can see the run: its launcher has written its pid file.
+    wait_until(lambda: (popen.poll() is not None
+                        or read_pid_file(pid_file, plan.logdir).proc is not None),
+               BACKGROUND_START_TIMEOUT_SECS)
+    if popen.poll() is not None:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        error = next((ln for ln in reversed(lines) if ln.startswith(f"{PROG}: error:")), None)
+        if error and created and not pid_file.exists():
+            log_path.unlink(missing_ok=True)
+            _remove_empty_dirs(plan.logdir)
+        print(error or f"{PROG}: error: the background launcher exited with status "
+              f"{popen.returncode}; see {log_path}", file=sys.stderr)
+        return EXIT_USAGE if error else EXIT_CRASH
+    me = (shlex.quote(str(WRAPPER_SCRIPT)) if WRAPPER_SCRIPT.exists()
+          else f"python -m {LAUNCH_MODULE}")
+    logdir = shlex.quote(str(plan.logdir))
+    print(f"started in the background (launcher pid {popen.pid}): logdir {plan.logdir}\n"
+          f"  status: {me} status --logdir {logdir}\n"
+          f"  stop:   {me} stop --logdir {logdir}\n"
+          f"  log:    {plan.logdir / 'launcher.log'}", flush=True)
+    return 0
+
+
+def _remove_empty_dirs(path: Path) -> None:
+    for sub in (path / "pids", path / "logs", path / "progress", path):
+        try:
+            sub.rmdir()
+        except OSError:
+            pass
+
+
+def cmd_start(argv: Sequence[str]) -> int:
+    args = build_start_parser().parse_args(argv)
+    if args.dry_run and args.background:
+        raise LaunchError("--dry-run and --background do not go together")
+    plan = plan_start(args, os.environ)
+    if args.dry_run:
+        warn_if_remote(plan)
+        for task in plan.tasks:
+            print(command_line(task))
+        return 0
+    if args.background:
+        warn_if_remote(plan)
+        return start_background(plan)
+    return run_foreground(plan)
+
+
+def _find_run(logdir: Path) -> dict[str, PidRecord] | None:
+    """The run's pid records by name, or None (with one line on stderr) if there is no run."""
+    records = read_pid_files(logdir)
+    if "launcher" not in records:
+        print(f"{PROG}: no run in {logdir} (no pids/launcher.pid)", file=sys.stderr)
+        return None
+    return records
+
+
+def _describe(record: PidRecord) -> str:
+    pid = "?" if record.pid is None else str(record.pid)
+    return f"{record.name.replace('_', ' '):<10} pid {pid:>7}  {record.state}"
+
+
+def cmd_status(argv: Sequence[str]) -> int:
+    args = build_logdir_parser("status", "Show a run's tasks and progress.").parse_args(argv)
+    logdir = Path(os.path.abspath(args.logdir))
+    records = _find_run(logdir)
+    if records is None:
+        return EXIT_NOT_LIVE
+    live = any(record.proc is not None for record in records.values())
+    for record in records.values():
+        print("  " + _describe(record))
+    summary_path = logdir / "summary.json"
+    totals = run_totals(read_progress(logdir))
+    # One reading has no rate of its own: the running workers' local rates add up to one.
+    rate = totals.local_steps_per_sec if totals and live else None
+    print("  " + progress_line(_status_elapsed(logdir, summary_path), totals, rate))
+    if live and records["launcher"].proc is None:
+        print(f"run {logdir}: live, but its launcher is gone; `stop` ends the tasks left")
+        return 0
+    if live:
+        print(f"run {logdir}: live")
+        return 0
+    ended = ("summary.json exists" if summary_path.exists()
+             else "no summary.json (the launcher did not finish cleanly)")
+    print(f"run {logdir}: not live; {ended}")
+    return EXIT_NOT_LIVE
+
+
+def _status_elapsed(logdir: Path, summary_path: Path) -> float:
+    """Seconds since launch (the launcher's pid file is written at launch), or the run's total."""
+    try:
+        return float(json.loads(summary_path.read_text(encoding="utf-8"))["wall_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        return time.time() - (pid_dir(logdir) / "launcher.pid").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def cmd_stop(argv: Sequence[str]) -> int:
+    args = build_logdir_parser("stop", "Stop a run and every task it started.").parse_args(argv)
+    logdir = Path(os.path.abspath(args.logdir))
+    records = _find_run(logdir)
+    if records is None:
+        return EXIT_NOT_LIVE
+    for record in records.values():
+        if record.proc is None:
+            print(f"{_describe(record)}: stale pid file, left alone")
+    alive = {r.name: r.proc for r in records.values() if r.proc is not None}
+    if not alive:
+        print(f"run {logdir} is not live; nothing to stop")
+        return 0
+    began = time.monotonic()
+    descendants = [child for proc in alive.values() for child in _children(proc)]
+    if "launcher" in alive:
+        _quietly(alive["launcher"].terminate)  # it stops its tasks in order, writes summary.json
+    else:
+        # Nobody supervises these tasks any more: stop them ourselves, workers first.
+        for job in ("worker", "ps"):
+            group = [proc for name, proc in alive.items() if name.startswith(job + "_")]
+            for proc in group:
+                _quietly(proc.terminate)
+            wait_until(lambda group=group: all(is_gone(p) for p in group), STOP_TIMEOUT_SECS / 2)
+    wait_until(lambda: all(is_gone(p) for p in alive.values()), STOP_COMMAND_TIMEOUT_SECS)
+    left = [name for name, proc in alive.items() if not is_gone(proc)]
+    for proc in [*alive.values(), *descendants]:
+        if not is_gone(proc):
+            _quietly(proc.kill)  # psutil checks the pid still names this very process
+    if left:
+        print(f"{PROG}: warning: killed {', '.join(left)} after {STOP_COMMAND_TIMEOUT_SECS:.0f} s",
+              file=sys.stderr)
+    print(f"stopped run {logdir}: {', '.join(alive)} gone in {time.monotonic() - began:.1f} s")
+    return 0
+
+
+def _children(proc) -> list:
+    import psutil
+
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _quietly(action: Callable[[], object]) -> None:
+    import psutil
+
+    try:
+        action()
+    except psutil.Error:
+        pass
+
+
+COMMANDS = {"start": cmd_start, "status": cmd_status, "stop": cmd_stop}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = "start"
+    if argv and not argv[0].startswith("-"):
+        command = argv.pop(0)
+    try:
+        if command not in COMMANDS:
+            raise LaunchError(f"unknown command {command!r}; use start, status or stop")
+        return COMMANDS[command](argv)
+    except LaunchError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C before anything was started
+        return SIGNAL_EXIT[signal.SIGINT]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,539 @@
+"""The launcher as a user meets it: scripts/launch_cluster.sh and `python -m a3c_graph.launch`.
+
+Every test runs the real entry point as a subprocess. Supervision (relaying a worker's usage
+error, reporting a crash, Ctrl-C) is checked against a tiny fake worker module that speaks
+the worker's exit-status and progress-file contract in milliseconds, started through the same
+launcher code with only the module name swapped. The two @pytest.mark.e2e tests run the real
+worker and train CartPole.
+
+Every process a test starts is stopped by the test, by its own pid (or by the pids in the
+run's pid files, after checking they are still ours), never by name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from a3c_graph import launch
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "launch_cluster.sh"
+ERROR_PREFIX = "launch_cluster: error: "
+COMMAND = re.compile(r"^\S*python\S* -m a3c_graph\.worker --job (?P<job>ps|worker) "
+                     r"--task (?P<task>\d+) ")
+ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+
+
+def launcher_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env.update(extra)
+    return env
+
+
+def run_script(*args: str, cwd: Path = REPO, timeout: float = 120, **env: str
+               ) -> subprocess.CompletedProcess:
+    """scripts/launch_cluster.sh ARGS in its own session; a run that outlives `timeout` is
+    stopped through its launcher (SIGTERM stops its tasks) before the test fails."""
+    process = subprocess.Popen([str(SCRIPT), *args], cwd=cwd, env=launcher_env(**env),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_launcher(process)
+        pytest.fail(f"launch_cluster.sh {shlex.join(args)} did not finish in {timeout} s")
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def stop_launcher(process: subprocess.Popen) -> None:
+    """SIGTERM a launcher we started (it stops its own tasks), SIGKILL it if it hangs."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+def stop_run_processes(logdir: Path) -> None:
+    """Last-resort cleanup: end what the run's pid files name, if it is still ours."""
+    procs = [r.proc for r in launch.read_pid_files(logdir).values() if r.proc is not None]
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=15)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def processes_mentioning(path: Path) -> list[int]:
+    """Pids whose command line names `path` (read-only: to assert nothing was left running)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if any(str(path) in part for part in proc.info["cmdline"] or []):
+            found.append(proc.info["pid"])
+    return found
+
+
+def assert_one_line_usage_error(result: subprocess.CompletedProcess) -> str:
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(ERROR_PREFIX), lines[0]
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def worker_commands(stdout: str) -> list[tuple[str, int, list[str]]]:
+    """(job, task, argv) of each dry-run line; fails on any line that is not a task command.
+
+    argv keeps the leading VAR=value environment assignments of the line, if any.
+    """
+    commands = []
+    for line in stdout.splitlines():
+        argv = shlex.split(line)
+        command = list(itertools.dropwhile(ENV_ASSIGNMENT.match, argv))
+        match = COMMAND.match(shlex.join(command))
+        assert match, f"not a task command: {line!r}"
+        commands.append((match["job"], int(match["task"]), argv))
+    return commands
+
+
+def flag_value(argv: list[str], flag: str) -> str:
+    for i, token in enumerate(argv):
+        if token == flag:
+            return argv[i + 1]
+        if token.startswith(flag + "="):
+            return token.split("=", 1)[1]
+    raise AssertionError(f"{flag} not in {argv}")
+
+
+# --------------------------------------------------------------------------- dry run
+
+def test_dry_run_prints_one_ps_and_one_command_per_worker_and_writes_nothing(tmp_path):
+    result = run_script("--dry-run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    commands = worker_commands(result.stdout)
+    assert [(job, task) for job, task, _ in commands] == [("ps", 0), ("worker", 0), ("worker", 1)]
+    ps_hosts = flag_value(commands[0][2], "--ps-hosts").split(",")
+    worker_hosts = flag_value(commands[0][2], "--worker-hosts").split(",")
+    addresses = ps_hosts + worker_hosts
+    assert len(addresses) == 3 and len(set(addresses)) == 3
+    assert len({address.rsplit(":", 1)[1] for address in addresses}) == 3, "ports must differ"
+    assert all(address.startswith("127.0.0.1:") for address in addresses)
+    for _, _, argv in commands:  # every task gets the same cluster, logdir and target
+        assert flag_value(argv, "--ps-hosts") == ",".join(ps_hosts)
+        assert flag_value(argv, "--worker-hosts") == ",".join(worker_hosts)
+        assert flag_value(argv, "--target-return") == "475.0"  # CartPole-v1's reward_threshold
+        assert Path(flag_value(argv, "--logdir")).parent == tmp_path / "runs"
+    assert list(tmp_path.iterdir()) == [], "a dry run must not create the logdir"
+
+
+def test_dry_run_shape_with_three_workers_and_two_ps(tmp_path):
+    logdir = tmp_path / "run"
+    result = run_script("--dry-run", "--workers", "3", "--ps", "2", "--logdir", str(logdir))
+    assert result.returncode == 0, result.stderr
+    commands = worker_commands(result.stdout)
+    assert [(job, task) for job, task, _ in commands] == [
+        ("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1), ("worker", 2)]
+    argv = commands[0][2]
+    assert len(flag_value(argv, "--ps-hosts").split(",")) == 2
+    assert len(flag_value(argv, "--worker-hosts").split(",")) == 3
+    assert not logdir.exists()
+
+
+def test_dry_run_forwards_changed_hyperparameters_and_the_given_target(tmp_path):
+    result = run_script("--dry-run", "--env", "Acrobot-v1", "--learning-rate", "3e-4",
+                        "--hidden-sizes", "32,32", "--target-return", "-90",
+                        "--logdir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    for _, _, argv in worker_commands(result.stdout):
+        assert flag_value(argv, "--env") == "Acrobot-v1"
+        assert flag_value(argv, "--learning-rate") == "0.0003"
+        assert flag_value(argv, "--hidden-sizes") == "32,32"
+        assert flag_value(argv, "--target-return") == "-90.0"
+        assert "--gamma" not in " ".join(argv), "defaults are not repeated"
+
+
+def test_dry_run_with_tf_config_starts_just_its_task_with_tf_config_in_the_environment(tmp_path):
+    tf_config = json.dumps({"cluster": {"ps": ["127.0.0.1:2222"],
+                                        "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]},
+                            "task": {"type": "worker", "index": 1}})
+    result = run_script("--dry-run", "--logdir", str(tmp_path / "run"), TF_CONFIG=tf_config)
+    assert result.returncode == 0, result.stderr
+    [(job, task, argv)] = worker_commands(result.stdout)
+    assert (job, task) == ("worker", 1)
+    assert argv[0] == "TF_CONFIG=" + tf_config
+    assert "--ps-hosts" not in argv
+
+
+def test_dry_run_of_a_cluster_file_starts_the_named_tasks_and_warns_about_remote(tmp_path):
+    cluster_file = tmp_path / "cluster.json"
+    cluster_file.write_text(json.dumps({"ps": ["10.1.2.3:2222"],
+                                        "worker": ["10.1.2.4:2222", "10.1.2.5:2222"]}))
+    result = run_script("--dry-run", "--cluster", str(cluster_file), "--tasks", "worker:1,ps:0",
+                        "--allow-remote", "--logdir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    commands = worker_commands(result.stdout)
+    assert [(job, task) for job, task, _ in commands] == [("ps", 0), ("worker", 1)]
+    assert all("--allow-remote" in argv for _, _, argv in commands)
+    [warning] = result.stderr.splitlines()
+    assert "unauthenticated gRPC" in warning and "trusted network" in warning
+
+
+# --------------------------------------------------------------------------- bad input
+
+def _write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+BAD_INPUTS = {
+    "unknown env": lambda tmp: ["--env", "NoSuchEnv-v0"],
+    "continuous actions": lambda tmp: ["--env", "MountainCarContinuous-v0"],
+    "zero workers": lambda tmp: ["--workers", "0"],
+    "zero ps": lambda tmp: ["--ps", "0"],
+    "bad gamma": lambda tmp: ["--gamma", "1.5"],
+    "zero rollout": lambda tmp: ["--rollout-length", "0"],
+    "not an int": lambda tmp: ["--workers", "two"],
+    "unknown flag": lambda tmp: ["--no-such-flag"],
+    "unknown command": lambda tmp: ["frobnicate"],
+    "cluster not json": lambda tmp: ["--cluster", _write(tmp / "c.json", "{ps: [")],
+    "cluster missing worker": lambda tmp: ["--cluster",
+                                           _write(tmp / "c.json", '{"ps": ["127.0.0.1:2222"]}')],
+    "cluster file missing": lambda tmp: ["--cluster", str(tmp / "nowhere.json")],
+    "remote without allow-remote": lambda tmp: [
+        "--cluster", _write(tmp / "c.json", '{"ps": ["10.1.2.3:2222"], '
+                                            '"worker": ["127.0.0.1:2223"]}')],
+    "tasks without cluster": lambda tmp: ["--tasks", "worker:0"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(case, tmp_path):
+    logdir = tmp_path / "run"
+    # Not a dry run: if the check were missing, tasks would really start.
+    result = run_script(*BAD_INPUTS[case](tmp_path), "--logdir", str(logdir), cwd=tmp_path)
+    assert_one_line_usage_error(result)
+    assert result.stdout == ""
+    assert not logdir.exists()
+    assert not (tmp_path / "runs").exists()
+    assert processes_mentioning(logdir) == []
+
+
+def test_malformed_tf_config_is_a_usage_error(tmp_path):
+    result = run_script("--logdir", str(tmp_path / "run"), TF_CONFIG='{"cluster": {"ps": [')
+    line = assert_one_line_usage_error(result)
+    assert "TF_CONFIG" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_logdir_that_cannot_be_created_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    result = run_script("--logdir", str(blocker / "run"))
+    line = assert_one_line_usage_error(result)
+    assert "--logdir" in line
+    assert blocker.read_text() == ""
+
+
+def test_taken_port_in_a_cluster_file_is_a_usage_error(tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        cluster_file = _write(tmp_path / "c.json", json.dumps(
+            {"ps": [f"127.0.0.1:{taken}"], "worker": ["127.0.0.1:1"]}))
+        result = run_script("--cluster", cluster_file, "--logdir", str(tmp_path / "run"))
+    line = assert_one_line_usage_error(result)
+    assert str(taken) in line and "in use" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_default_logdir_is_not_created_on_bad_input(tmp_path):
+    result = run_script("--workers", "0", cwd=tmp_path)
+    assert_one_line_usage_error(result)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- status / stop
+
+@pytest.mark.parametrize("command", ["status", "stop"])
+def test_status_and_stop_of_a_logdir_without_a_run(command, tmp_path):
+    for logdir in (tmp_path, tmp_path / "missing"):
+        result = run_script(command, "--logdir", str(logdir))
+        assert result.returncode == 3
+        [line] = result.stderr.splitlines()
+        assert "no run in" in line and str(logdir) in line
+
+
+def test_stale_pid_files_are_reported_and_their_pids_left_alone(tmp_path):
+    """A pid reused by some other program is never signalled."""
+    bystander = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        (tmp_path / "pids").mkdir()
+        for name in ("launcher", "worker_0"):
+            (tmp_path / "pids" / f"{name}.pid").write_text(f"{bystander.pid}\n")
+        (tmp_path / "pids" / "ps_0.pid").write_text("999999999\n")
+
+        status = run_script("status", "--logdir", str(tmp_path))
+        assert status.returncode == 3
+        assert "pid reused by another program" in status.stdout
+        assert "exited" in status.stdout
+        assert "not live; no summary.json" in status.stdout
+
+        stop = run_script("stop", "--logdir", str(tmp_path))
+        assert stop.returncode == 0, stop.stderr
+        assert "stale pid file" in stop.stdout and "nothing to stop" in stop.stdout
+        assert bystander.poll() is None, "stop signalled a process that is not ours"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+# --------------------------------------------------------------------------- supervision
+
+FAKE_WORKER = textwrap.dedent('''
+    """Speaks a3c_graph.worker's contract (exit status, progress files) in milliseconds."""
+    import argparse, json, os, signal, sys, time
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--job")
+    parser.add_argument("--task", type=int)
+    parser.add_argument("--logdir")
+    args, _ = parser.parse_known_args()
+    mode = os.environ["FAKE_MODE"]
+    stopped = []
+    signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
+    if mode == "stubborn" and args.job == "ps":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a ps stuck in teardown
+
+
+    def progress(state, stop_reason):
+        path = os.path.join(args.logdir, "progress", f"worker_{args.task}.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        data = dict(task=args.task, time=time.time(), state=state, global_step=40,
+                    env_steps=12800, episodes=150, mean_return_100=199.5, local_env_steps=6400,
+                    local_steps_per_sec=900.0, target_return=195.0, stop_reason=stop_reason)
+        with open(path + ".tmp", "w") as handle:
+            json.dump(data, handle)
+        os.replace(path + ".tmp", path)
+
+
+    if args.job == "worker" and args.task == 1:
+        time.sleep(0.3)
+        if mode == "usage":
+            print("some noise first", flush=True)
+            print("a3c_graph.worker: error: --envs-per-worker 9999 is too many", file=sys.stderr)
+            sys.exit(2)
+        if mode == "crash":
+            print("Segmentation fault (pretend)", flush=True)
+            sys.exit(3)
+    if args.job == "worker" and mode == "solve":
+        progress("running", None)
+        time.sleep(0.5)
+        progress("done", "solved")
+        sys.exit(0)
+    while not stopped:  # a ps, or a worker that trains until it is told to stop
+        time.sleep(0.05)
+    if args.job == "worker":
+        progress("done", "signal")
+''')
+
+
+@pytest.fixture
+def fake_launcher(tmp_path):
+    """Start the real launcher (launch.main) with the fake worker module in place."""
+    (tmp_path / "fake_worker.py").write_text(FAKE_WORKER)
+    started: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(mode: str, *args: str) -> tuple[subprocess.Popen, Path]:
+        logdir = tmp_path / f"run_{mode}"
+        code = ("import sys, a3c_graph.launch as launch; "
+                "launch.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
+        env = launcher_env(FAKE_MODE=mode,
+                           PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
+        process = subprocess.Popen([sys.executable, "-c", code, "--logdir", str(logdir), *args],
+                                   env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, start_new_session=True)
+        started.append((process, logdir))
+        return process, logdir
+
+    yield start
+    for process, logdir in started:
+        stop_launcher(process)
+        for pid_file in logdir.glob("pids/*.pid"):
+            _kill_if_still_fake_task(pid_file)
+
+
+def _kill_if_still_fake_task(pid_file: Path) -> None:
+    try:
+        proc = psutil.Process(int(pid_file.read_text()))
+        if "fake_worker" in proc.cmdline():
+            proc.kill()
+    except (psutil.Error, ValueError, OSError):
+        pass
+
+
+def task_pids(logdir: Path) -> list[int]:
+    return [int(p.read_text()) for p in logdir.glob("pids/*_*.pid")]
+
+
+def assert_all_gone(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"pid {pid} still runs"
+        except psutil.NoSuchProcess:
+            pass
+
+
+def last_json_line(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def test_a_run_that_solves_ends_with_the_summary_as_last_line(fake_launcher):
+    process, logdir = fake_launcher("solve")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    summary = last_json_line(stdout)
+    assert summary == json.loads((logdir / "summary.json").read_text())
+    assert summary["solved"] is True and summary["stop_reason"] == "solved"
+    assert (summary["env_steps"], summary["episodes"], summary["global_step"]) == (12800, 150, 40)
+    assert summary["mean_return_100"] == 199.5
+    assert (summary["workers"], summary["ps"], summary["target_return"]) == (2, 1, 475.0)
+    assert summary["logdir"] == str(logdir)
+    assert sorted(p.name for p in (logdir / "pids").iterdir()) == [
+        "launcher.pid", "ps_0.pid", "worker_0.pid", "worker_1.pid"]
+    assert (logdir / "logs" / "ps_0.log").exists()
+    assert_all_gone(task_pids(logdir))
+
+
+def test_a_worker_usage_error_is_relayed_as_one_line_and_everything_stops(fake_launcher):
+    process, logdir = fake_launcher("usage")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 2
+    assert stderr.splitlines() == [
+        "launch_cluster: error: worker task 1: --envs-per-worker 9999 is too many"]
+    assert last_json_line(stdout)["stop_reason"] == "error"
+    assert_all_gone(task_pids(logdir))
+
+
+def test_a_crashed_worker_is_named_with_its_log_and_everything_stops(fake_launcher):
+    process, logdir = fake_launcher("crash")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1
+    [line] = stderr.splitlines()
+    assert "worker task 1 exited with status 3" in line
+    assert str(logdir / "logs" / "worker_1.log") in line
+    assert last_json_line(stdout)["stop_reason"] == "crash"
+    assert_all_gone(task_pids(logdir))
+
+
+def wait_for_tasks(process: subprocess.Popen, logdir: Path, count: int) -> list[int]:
+    deadline = time.monotonic() + 60
+    while len(task_pids(logdir)) < count:
+        assert time.monotonic() < deadline, "the tasks never started"
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.1)
+    return task_pids(logdir)
+
+
+def test_sigint_stops_every_task_and_writes_an_interrupted_summary(fake_launcher):
+    process, logdir = fake_launcher("serve")
+    pids = wait_for_tasks(process, logdir, 3)  # ps_0, worker_0, worker_1
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    summary = last_json_line(stdout)
+    assert summary["stop_reason"] == "interrupted"
+    assert summary == json.loads((logdir / "summary.json").read_text())
+    assert set(summary["task_exit_codes"].values()) == {0}, "SIGTERM, not SIGKILL, was enough"
+    assert_all_gone(pids)
+
+
+def test_a_second_sigint_kills_a_task_that_ignores_sigterm(fake_launcher):
+    process, logdir = fake_launcher("stubborn")
+    pids = wait_for_tasks(process, logdir, 3)
+    process.send_signal(signal.SIGINT)
+    time.sleep(1.0)  # the workers stop; the ps ignores its SIGTERM
+    process.send_signal(signal.SIGINT)  # the user presses Ctrl-C again: no more waiting
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    summary = last_json_line(stdout)
+    assert summary["task_exit_codes"] == {"ps_0": -signal.SIGKILL, "worker_0": 0, "worker_1": 0}
+    assert "killed ps_0" in stderr
+    assert_all_gone(pids)
+
+
+# --------------------------------------------------------------------------- end to end
+
+@pytest.fixture
+def run_cleanup():
+    """Logdirs whose processes are stopped (by their own, checked pids) after the test."""
+    logdirs: list[Path] = []
+    yield logdirs.append
+    for logdir in logdirs:
+        stop_run_processes(logdir)
+
+
+@pytest.mark.e2e
+def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
+    logdir = tmp_path / "run"
+    run_cleanup(logdir)
+    result = run_script("--env", "CartPole-v1", "--workers", "2", "--target-return", "195",
+                        "--max-seconds", "150", "--logdir", str(logdir), timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = last_json_line(result.stdout)
+    assert summary["solved"] is True, summary
+    assert summary["stop_reason"] == "solved"
+    assert summary["mean_return_100"] >= 195 and summary["episodes"] >= 100
+    assert summary == json.loads((logdir / "summary.json").read_text())
+    assert any(line.startswith("[") and "steps/s" in line for line in result.stdout.splitlines())
+    records = launch.read_pid_files(logdir)
+    assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
+    assert all(record.proc is None for record in records.values()), records
+    assert_all_gone([record.pid for record in records.values()])
+
+
+@pytest.mark.e2e
+def test_background_run_reports_live_and_stops_on_request(tmp_path, run_cleanup):
+    logdir = tmp_path / "run"
+    run_cleanup(logdir)
+    started = run_script("--background", "--max-seconds", "120", "--logdir", str(logdir))
+    assert started.returncode == 0, started.stderr
+    assert str(logdir) in started.stdout and "stop --logdir" in started.stdout
+
+    status = run_script("status", "--logdir", str(logdir))
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"run {logdir}: live" in status.stdout
+    pids = [record.pid for record in launch.read_pid_files(logdir).values()]
+    assert len(pids) == 4
+
+    stop = run_script("stop", "--logdir", str(logdir), timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    assert_all_gone(pids)
+    assert json.loads((logdir / "summary.json").read_text())["stop_reason"] == "interrupted"
+
+    after = run_script("status", "--logdir", str(logdir))
+    assert after.returncode == 3
+    assert "not live; summary.json exists" in after.stdout
