@@ -55,7 +55,9 @@ def test_two_workers_train_the_same_global_network(local_cluster, tmp_path):
     assert all(p["state"] == "done" and p["stop_reason"] == "max_steps" for p in progress)
     assert last["episodes"] > 0 and last["mean_return_100"] > 0
     # The chief wrote a final checkpoint and the run's config; every worker wrote summaries.
-    assert tf.train.latest_checkpoint(str(logdir)).endswith(f"-{last['global_step']}")
+    # (written when the chief stops; the other worker may still add a few updates after it).
+    checkpoint_step = int(tf.train.latest_checkpoint(str(logdir)).rsplit("-", 1)[1])
+    assert progress[0]["global_step"] <= checkpoint_step <= last["global_step"]
     assert json.loads((logdir / "config.json").read_text())["rollout_length"] == T
     for task in range(2):
         assert list((logdir / "tb" / f"worker_{task}").glob("events.out.tfevents.*"))
@@ -66,7 +68,9 @@ def test_two_workers_train_the_same_global_network(local_cluster, tmp_path):
     resumed = run_workers(second, logdir, max_steps=last["env_steps"] + 2000)
     assert max(p["global_step"] for p in resumed) > last["global_step"]
     assert max(p["env_steps"] for p in resumed) >= last["env_steps"] + 2000
-    assert sum(p["local_env_steps"] for p in resumed) < last["env_steps"] + 2000 + 2 * T * B * 3
+    # Restored counters: reaching the new budget took about 2000 more steps, where a fresh
+    # start would have needed all of last["env_steps"] + 2000 (over 5000).
+    assert sum(p["local_env_steps"] for p in resumed) < 2000 + 1000
 
 
 def test_globals_live_on_the_ps_and_the_local_copy_on_its_worker():
