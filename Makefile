@@ -23,7 +23,7 @@ test-all: $(STAMP) lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check a3c_graph tests benchmarks scripts
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) *.egg-info
