@@ -415,6 +415,7 @@ class Totals:
     local_steps_per_sec: float
     stop_reason: str | None
     solved: bool
+    training_started: float | None  # the first worker's session was ready (unix time)
 
 
 def run_totals(progress: Mapping[int, dict]) -> Totals | None:
@@ -425,6 +426,8 @@ def run_totals(progress: Mapping[int, dict]) -> Totals | None:
     reasons = {p.get("stop_reason") for p in progress.values()}
     stop_reason = next((r for r in STOP_REASON_PRIORITY if r in reasons), None)
     running = [p for p in progress.values() if p.get("state") != "done"]
+    started = [float(p["training_started"]) for p in progress.values()
+               if p.get("training_started")]
     return Totals(
         time=float(newest.get("time") or 0.0),
         global_step=int(newest.get("global_step") or 0),
@@ -434,6 +437,7 @@ def run_totals(progress: Mapping[int, dict]) -> Totals | None:
         local_steps_per_sec=sum(float(p.get("local_steps_per_sec") or 0.0) for p in running),
         stop_reason=stop_reason,
         solved=stop_reason == "solved",
+        training_started=min(started) if started else None,
     )
 
 
@@ -717,7 +721,16 @@ class Supervisor:
 
 def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
                   tasks: Sequence[RunningTask]) -> dict:
-    totals = run_totals(read_progress(plan.logdir))
+    progress = read_progress(plan.logdir)
+    totals = run_totals(progress)
+    startup_seconds = steps_per_sec = None
+    if totals and totals.training_started:
+        # Start-up: launch until the first worker trains (TF import, servers, graph, init).
+        startup_seconds = round(totals.training_started - started, 1)
+        if totals.time > totals.training_started:
+            # This run's own steps: after a restore the global counter includes earlier runs.
+            run_steps = sum(int(p.get("local_env_steps") or 0) for p in progress.values())
+            steps_per_sec = round(run_steps / (totals.time - totals.training_started), 1)
     return {
         "solved": bool(totals and totals.solved),
         "wall_seconds": round(time.time() - started, 1),
@@ -733,6 +746,8 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
         "logdir": str(plan.logdir),
         "exit_code": outcome.exit_code,
         "task_exit_codes": {t.plan.name: t.returncode for t in tasks},
+        "startup_seconds": startup_seconds,
+        "env_steps_per_sec": steps_per_sec,
     }
 
 

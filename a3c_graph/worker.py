@@ -113,6 +113,7 @@ class Progress:
         self.losses: dict = {}
         self.fetched: dict = {}
         self.steps_per_sec = 0.0
+        self.training_started: float | None = None  # when the session was ready
 
     def update(self, fetched: dict) -> None:
         self.fetched = fetched
@@ -143,6 +144,7 @@ class Progress:
             "local_env_steps": self.local_env_steps,
             "local_steps_per_sec": round(self.steps_per_sec, 1),
             "target_return": self.target_return,
+            "training_started": self.training_started,
         }
         write_json_atomic(self.path, record)
         if f:
@@ -264,6 +266,7 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag) -
         with tf1.train.MonitoredSession(session_creator=creator, hooks=hooks,
                                         stop_grace_period_secs=10) as session:
             stop.in_loop = True
+            progress.training_started = progress.window_start = time.time()
             print(f"{PROG}: worker {spec.task} training "
                   f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
                   flush=True)

@@ -509,10 +509,23 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
     assert summary["mean_return_100"] >= 195 and summary["episodes"] >= 100
     assert summary == json.loads((logdir / "summary.json").read_text())
     assert any(line.startswith("[") and "steps/s" in line for line in result.stdout.splitlines())
+    assert summary["env_steps_per_sec"] > 0
+    assert 0 < summary["startup_seconds"] < summary["wall_seconds"]
     records = launch.read_pid_files(logdir)
     assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
     assert all(record.proc is None for record in records.values()), records
     assert_all_gone([record.pid for record in records.values()])
+
+    # The trained agent plays from its checkpoint in a fresh graph, far better than random
+    # (a random CartPole policy averages about 22).
+    played = subprocess.run([sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir),
+                             "--episodes", "3"], capture_output=True, text=True, timeout=120,
+                            cwd=REPO, env=launcher_env(PYTHONPATH=str(REPO)))
+    assert played.returncode == 0, played.stderr[-2000:]
+    evaluation = last_json_line(played.stdout)
+    assert evaluation["episodes"] == 3
+    assert evaluation["checkpoint"].startswith(str(logdir))
+    assert evaluation["mean_return"] > 100, evaluation
 
 
 @pytest.mark.e2e
