@@ -200,10 +200,9 @@ def non_loopback_hosts(cluster: Mapping[str, list]) -> list[str]:
 def check_port_free(address: str) -> None:
     """ClusterError if this task's port is taken.
 
-    TF's gRPC server listens on every interface of the port, whatever host the cluster
-    names, and with SO_REUSEPORT; a plain bind of the wildcard address (without that
-    option) fails exactly when the port is in use, where TF itself would print only
-    "Could not start gRPC server".
+    TF's gRPC server listens on the port of every interface (it binds 0.0.0.0 / [::],
+    whatever host the cluster names), so the wildcard address is what we probe; where the
+    port is taken, TF itself would say only "Could not start gRPC server".
     """
     _, port = split_host_port(address)
     for family, wildcard in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
