@@ -9,6 +9,7 @@ truncated episode is bootstrapped from the value of exactly that observation.
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -43,7 +44,16 @@ def _register_extras(env_id: str) -> None:
 
 
 def _spec(env_id: str):
+    """The registered spec of `env_id`; "package.module:EnvId" imports the module first,
+    as gym.make does, so envs registered by a user's own package work too."""
     _register_extras(env_id)
+    if ":" in env_id:
+        module, _, env_id = env_id.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise EnvError(f"cannot import module {module!r} of env id "
+                           f"'{module}:{env_id}': {error}") from None
     try:
         return gym.spec(env_id)
     except gym.error.Error as error:

@@ -97,3 +97,16 @@ def test_globals_live_on_the_ps_and_the_local_copy_on_its_worker():
     for var in local_vars:
         assert var.device.startswith("/job:worker/task:1"), (var.name, var.device)
     assert queue_ops and all(op.device.startswith("/job:worker/task:1") for op in queue_ops)
+
+
+def test_a_dead_actor_thread_stops_the_worker_with_its_error(local_cluster, tmp_path):
+    # The learner waits on the rollout queue; when the only actor dies, the Coordinator
+    # closes the queue and the worker must exit with the actor's error, not wait forever.
+    cluster = local_cluster(workers=1)
+    cluster.start("ps", 0)
+    worker = cluster.start("worker", 0, "--logdir", str(tmp_path / "run"),
+                           "--env", "tests.faulty_env:FaultyCartPole-v0", "--max-seconds", "120")
+    wait_all([worker], timeout=90)
+    log = open(worker.log_path).read()
+    assert worker.returncode == 1, log[-2000:]
+    assert "simulated env failure" in log
