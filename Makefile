@@ -7,7 +7,6 @@ STAMP  := $(VENV)/.installed-stamp
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[dev,bench]'
 	touch $(STAMP)
 
