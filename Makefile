@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet -e '.[dev,bench]'
+	$(VENV)/bin/pip install --quiet -e '.[dev,bench,atari]'
 	touch $(STAMP)
 
 ## Train CartPole-v1 on a local cluster (1 ps + 2 workers). Extra flags: make train ARGS="..."

@@ -19,7 +19,10 @@ setup(
         "psutil==7.2.2",       # process trees: stop every task we started, and only those
     ],
     extras_require={
-        "atari": ["ale-py==0.12.1", "opencv-python-headless==5.0.0.93"],
+        # ale-py ships the ROMs; opencv: AtariPreprocessing's resize; moviepy: RecordVideo
+        # (evaluate --record); pygame-ce: CartPole's rgb_array rendering for --record.
+        "atari": ["ale-py==0.12.1", "opencv-python-headless==5.0.0.93", "moviepy==2.2.1",
+                  "pygame-ce==2.5.8"],
         "bench": ["ray==2.60.0", "matplotlib==3.11.2"],
         "dev": ["pytest==9.2.0", "pytest-timeout==2.4.0", "ruff==0.17.6", "matplotlib==3.11.2"],
     },

@@ -20,7 +20,7 @@ from a3c_graph import losses
 from a3c_graph.cluster import TaskSpec
 from a3c_graph.config import A3CConfig
 from a3c_graph.envs import EnvBatch, EnvInfo
-from a3c_graph.model import build_network, sync_op
+from a3c_graph.model import ActorCriticMLP, build_network, sync_op, values_of_next_obs
 from a3c_graph.rollout import RolloutQueue, build_rollout, sample_actions
 
 tf1 = tf.compat.v1
@@ -95,13 +95,27 @@ class WorkerGraph:
 def learner_loss(network, rollout: dict, config: A3CConfig):
     """A3C loss of one rollout on `network`, and the parts worth logging."""
     T, B = rollout["rewards"].shape.as_list()
-    obs_shape = rollout["obs"].shape.as_list()[2:]
-    flat = lambda x: tf.reshape(x, [T * B, *x.shape.as_list()[2:]])  # noqa: E731
-    # One forward pass over s_t and s_{t+1} together.
-    both = tf.concat([flat(rollout["obs"]), flat(rollout["next_obs"])], axis=0)
-    both.set_shape([2 * T * B, *obs_shape])
-    logits, values = network(both)
-    logits, values, next_values = logits[:T * B], values[:T * B], values[T * B:]
+    if network.recurrent:
+        # Replayed from the state the rollout started with, with the same resets.
+        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
+        logits, values, next_values = network.unroll(rollout["obs"], rollout["next_obs"],
+                                                     rollout["initial_state"], done)
+    elif isinstance(network, ActorCriticMLP):
+        obs_shape = rollout["obs"].shape.as_list()[2:]
+        flat = lambda x: tf.reshape(x, [T * B, *x.shape.as_list()[2:]])  # noqa: E731
+        # One forward pass over s_t and s_{t+1} together (for a small MLP, cheaper than
+        # picking out the s_{t+1} that are not s_t's of the rollout).
+        both = tf.concat([flat(rollout["obs"]), flat(rollout["next_obs"])], axis=0)
+        both.set_shape([2 * T * B, *obs_shape])
+        logits, values = network(both)
+        logits, values, next_values = logits[:T * B], values[:T * B], values[T * B:]
+    else:
+        obs = rollout["obs"]
+        logits, values = network(tf.reshape(obs, [T * B, *obs.shape.as_list()[2:]]))
+        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
+        next_values = tf.reshape(values_of_next_obs(
+            tf.reshape(values, [T, B]), done,
+            lambda indices: network(tf.gather_nd(rollout["next_obs"], indices))[1]), [T * B])
     to_tb = lambda x: tf.reshape(x, [T, B])  # noqa: E731
     advantages = losses.gae_advantages(
         rollout["rewards"], tf.stop_gradient(to_tb(values)), tf.stop_gradient(to_tb(next_values)),
@@ -116,12 +130,20 @@ def learner_loss(network, rollout: dict, config: A3CConfig):
 
 
 def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
-                       env_batches: list[EnvBatch]) -> WorkerGraph:
-    """Build the whole A3C graph of worker `spec.task` into the default graph."""
-    worker_device = f"/job:worker/task:{spec.task}/cpu:0"
+                       env_batches: list[EnvBatch],
+                       worker_device: str | None = None) -> WorkerGraph:
+    """Build the whole A3C graph of worker `spec.task` into the default graph.
+
+    worker_device: where this worker's own ops go (devices.py plans it), e.g.
+      "/job:worker/task:3/device:GPU:0"; ops without a kernel there (the env step's
+      numpy_function, the queue) fall back to the task's CPU through soft placement.
+      Default: the task's CPU. The globals always go to a ps task's CPU.
+    """
+    worker_device = worker_device or f"/job:worker/task:{spec.task}/cpu:0"
     cluster = tf1.train.ClusterSpec(dict(spec.cluster))
     ps_setter = tf1.train.replica_device_setter(
-        ps_tasks=spec.num_ps, worker_device=worker_device, cluster=cluster)
+        ps_tasks=spec.num_ps, ps_device="/job:ps/device:CPU:0", worker_device=worker_device,
+        cluster=cluster)
 
     with tf1.device(ps_setter):
         global_step = tf1.train.get_or_create_global_step()
@@ -133,15 +155,22 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         local_network = build_network(info.obs_shape, info.num_actions, config, "local",
                                       local=True)
 
-        def policy(obs):
-            logits, _ = local_network(obs)
-            return sample_actions(logits)
+        state_shape = local_network.state_shape if local_network.recurrent else None
+        if local_network.recurrent:
+            def policy(obs, state):
+                logits, _, after = local_network.step(obs, state)
+                return sample_actions(logits), after
+        else:
+            def policy(obs):
+                logits, _ = local_network(obs)
+                return sample_actions(logits)
 
         queue = RolloutQueue(info.obs_shape, info.obs_dtype, config.rollout_length,
-                             config.envs_per_worker, config.queue_capacity)
+                             config.envs_per_worker, config.queue_capacity, state_shape)
         rollouts = [
             build_rollout(batch, policy, config.rollout_length,
-                          start_after=[sync_op(local_network, global_network)])
+                          start_after=[sync_op(local_network, global_network)],
+                          state_shape=state_shape)
             for batch in env_batches
         ]
         queue.add_actors(rollouts)

@@ -5,6 +5,15 @@ Every field becomes a ``--flag-name`` (underscores become dashes); the field's d
 (the ``help`` metadata) is the flag's help text. The worker and the launcher build their
 parsers from the same dataclass, so a flag given to ``launch_cluster.sh`` reaches every
 task unchanged.
+
+Presets. The dataclass defaults are the ``cartpole`` preset (classic control: they solve
+CartPole-v1 in well under a minute). ``--preset atari`` (picked automatically for ``ALE/``
+env ids) swaps in the hyperparameters of an Atari run (PRESETS). A preset only fills in
+the fields the user did not set: the parser leaves flags that were not given out of its
+namespace (argparse.SUPPRESS), and `resolve_config` lays the given values over the
+preset's. `config_to_argv` writes the flags that differ from the preset's values, plus
+``--env`` and ``--preset`` themselves, so the tasks a launcher starts resolve the very same
+config.
 """
 
 from __future__ import annotations
@@ -12,9 +21,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+PRESET_CHOICES = ("auto", "cartpole", "atari")
+POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -25,8 +37,18 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 class A3CConfig:
     """Everything that shapes a training run. Passed explicitly; never read from globals."""
 
-    env: str = _f("CartPole-v1", "Gymnasium environment id (Discrete action space).")
+    env: str = _f("CartPole-v1", "Gymnasium environment id (Discrete action space); ALE/ ids "
+                  "(e.g. ALE/Pong-v5) need the atari extra.")
     seed: int = _f(0, "Base random seed; task i seeds its envs with seed + 1000 * i.")
+    preset: str = _f("auto", "Hyperparameter preset for the flags not given: cartpole (classic "
+                     "control) or atari; auto picks atari for ALE/ env ids, else cartpole.",
+                     choices=PRESET_CHOICES)
+
+    # Atari (ALE/ env ids only; the defaults are ALE v5's).
+    repeat_action_probability: float = _f(
+        0.25, "ALE sticky actions: probability that the emulator repeats the previous action "
+        "on each frame (0 turns them off).")
+    full_action_space: bool = _f(False, "ALE: all 18 actions instead of the game's minimal set.")
 
     # Acting.
     envs_per_worker: int = _f(
@@ -43,7 +65,12 @@ class A3CConfig:
     entropy_coef: float = _f(0.01, "Weight of the entropy bonus.")
     value_coef: float = _f(0.5, "Weight of the value loss.")
     grad_clip_norm: float = _f(40.0, "Gradients are clipped to this global norm before applying.")
-    hidden_sizes: tuple = _f((64, 64), "Hidden layer widths of the actor-critic MLP.", parse=int)
+    policy: str = _f("auto", "Network: mlp (vector observations), cnn (images), lstm (the mlp "
+                     "or cnn torso, then an LSTM whose state is carried across rollouts); auto "
+                     "picks cnn for image observations, else mlp.", choices=POLICY_CHOICES)
+    hidden_sizes: tuple = _f((64, 64), "Hidden layer widths: of each MLP tower, or the fully "
+                             "connected layers after the cnn's convolutions.", parse=int)
+    lstm_size: int = _f(64, "Units of the LSTM of --policy lstm.")
     normalize_advantages: bool = _f(True, "Normalize advantages per rollout batch.")
 
     # Budget and stopping.
@@ -64,11 +91,17 @@ class A3CConfig:
     def validate(self) -> None:
         """Raise ValueError with one clear sentence for a setting no run can use."""
         positive_ints = ("envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
-                         "max_steps")
+                         "max_steps", "lstm_size")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")
-        for name in ("gamma", "gae_lambda"):
+        if self.preset not in PRESET_CHOICES:
+            raise ValueError(f"--preset must be one of {', '.join(PRESET_CHOICES)}, "
+                             f"got {self.preset!r}")
+        if self.policy not in POLICY_CHOICES:
+            raise ValueError(f"--policy must be one of {', '.join(POLICY_CHOICES)}, "
+                             f"got {self.policy!r}")
+        for name in ("gamma", "gae_lambda", "repeat_action_probability"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{_flag(name)} must be in [0, 1], got {getattr(self, name)}")
         for name in ("learning_rate", "grad_clip_norm", "max_seconds", "checkpoint_secs",
@@ -89,6 +122,76 @@ class A3CConfig:
                 raise ValueError(f"--{_flag(name)} must be 0 or more, got {getattr(self, name)}")
 
 
+# What each preset changes from the dataclass defaults (which are the cartpole preset).
+# atari: A3C's Atari settings (Mnih et al. 2016; universe-starter-agent): 20-step rollouts
+# with n-step returns (lambda = 1), Adam at 1e-4, raw advantages (Pong's rewards are sparse:
+# normalizing a batch of near-zero advantages would only amplify noise), one 256-unit layer
+# after the convolutions (and a 256-unit LSTM with --policy lstm), and a budget for a long run.
+PRESETS: dict[str, dict[str, Any]] = {
+    "cartpole": {},
+    "atari": {
+        "envs_per_worker": 4,
+        "rollout_length": 20,
+        "gae_lambda": 1.0,
+        "learning_rate": 1e-4,
+        "normalize_advantages": False,
+        "hidden_sizes": (256,),
+        "lstm_size": 256,
+        "max_steps": 20_000_000,
+        "max_seconds": 86_400.0,
+        "checkpoint_secs": 120.0,
+    },
+}
+# ALE specs have no reward_threshold: the atari preset's --target-return per game.
+ATARI_TARGET_RETURNS = {"Pong": 18.0}
+
+
+def resolve_preset(preset: str, env: str) -> str:
+    """The preset `preset` names for `env`: "auto" becomes atari for ALE/ ids, else cartpole."""
+    if preset != "auto":
+        return preset
+    return "atari" if env.startswith("ALE/") else "cartpole"
+
+
+def preset_values(preset: str, env: str) -> dict[str, Any]:
+    """Every field but env and preset, as the preset (resolved for `env`) sets it."""
+    name = resolve_preset(preset, env)
+    if name not in PRESETS:
+        raise ValueError(f"--preset must be one of {', '.join(PRESET_CHOICES)}, got {preset!r}")
+    values = {f.name: f.default for f in dataclasses.fields(A3CConfig)
+              if f.name not in ("env", "preset")}
+    values.update(PRESETS[name])
+    if name == "atari":
+        game = env.split("/", 1)[-1].split("-", 1)[0]  # "ALE/Pong-v5" -> "Pong"
+        values["target_return"] = ATARI_TARGET_RETURNS.get(game)
+    return values
+
+
+def resolve_config(given: Mapping[str, Any]) -> A3CConfig:
+    """The config of the fields in `given`, every other field from the preset; validated."""
+    defaults = A3CConfig()
+    preset = given.get("preset", defaults.preset)
+    env = given.get("env", defaults.env)
+    config = A3CConfig(**{**preset_values(preset, env), **given})
+    config.validate()
+    return config
+
+
+def resolve_policy(policy: str, obs_shape: Sequence[int]) -> tuple[str, bool]:
+    """(torso, recurrent) of --policy for observations of `obs_shape`.
+
+    Observations of rank 2 or 3 ([H, W] or [C, H, W], e.g. Atari's stacked frames) are
+    images and get the cnn torso under auto and lstm; --policy mlp flattens anything.
+    """
+    image = len(obs_shape) in (2, 3)
+    if policy == "cnn" and not image:
+        raise ValueError(f"--policy cnn needs image observations (rank 2 or 3), got shape "
+                         f"{list(obs_shape)}")
+    if policy == "mlp":
+        return "mlp", False
+    return ("cnn" if image else "mlp"), policy == "lstm"
+
+
 def _flag(name: str) -> str:
     return name.replace("_", "-")
 
@@ -103,24 +206,35 @@ def _str2bool(text: str) -> bool:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one flag per A3CConfig field, defaults and help taken from the dataclass."""
+    """Add one flag per A3CConfig field, defaults and help taken from the dataclass.
+
+    A flag that is not given stays out of the namespace (argparse.SUPPRESS), so
+    config_from_args knows which fields the preset may fill in.
+    """
     group = parser.add_argument_group("hyperparameters and run settings")
+    atari = PRESETS["atari"]
     for f in dataclasses.fields(A3CConfig):
         flag = "--" + _flag(f.name)
         help_text = f.metadata["help"]
         if f.default is not None:
             help_text += f" (default: {_show(f.default)})"
+            if f.name in atari:
+                help_text += f" [atari preset: {_show(atari[f.name])}]"
+        elif f.name == "target_return":
+            help_text += " [atari preset: " + ", ".join(
+                f"{v:g} for {game}" for game, v in ATARI_TARGET_RETURNS.items()) + "]"
+        kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": help_text}
+        if "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
         if isinstance(f.default, bool):
-            group.add_argument(flag, type=_str2bool, default=f.default, metavar="BOOL",
-                               help=help_text)
+            group.add_argument(flag, type=_str2bool, metavar="BOOL", **kwargs)
         elif isinstance(f.default, tuple):
             parse = _tuple_of(f.metadata.get("parse", int))
-            group.add_argument(flag, type=parse, default=f.default, metavar="A,B",
-                               help=help_text)
+            group.add_argument(flag, type=parse, metavar="A,B", **kwargs)
         elif f.name == "target_return":
-            group.add_argument(flag, type=float, default=None, help=help_text)
+            group.add_argument(flag, type=float, **kwargs)
         else:
-            group.add_argument(flag, type=type(f.default), default=f.default, help=help_text)
+            group.add_argument(flag, type=type(f.default), **kwargs)
 
 
 def _show(value: Any) -> str:
@@ -140,19 +254,22 @@ def _tuple_of(parse):
 
 
 def config_from_args(args: argparse.Namespace) -> A3CConfig:
-    """The A3CConfig named by parsed arguments; raises ValueError if a setting is unusable."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(A3CConfig)}
-    config = A3CConfig(**values)
-    config.validate()
-    return config
+    """The A3CConfig named by parsed arguments (the flags given, the preset for the rest);
+    raises ValueError if a setting is unusable."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(A3CConfig)
+             if hasattr(args, f.name)}
+    return resolve_config(given)
 
 
 def config_to_argv(config: A3CConfig) -> list[str]:
-    """The flags that reproduce `config` on another command line (only non-defaults)."""
+    """The flags that reproduce `config` on another command line: --env and --preset when
+    not the defaults, and every other field whose value differs from the preset's."""
     argv: list[str] = []
+    preset = preset_values(config.preset, config.env)
     for f in dataclasses.fields(A3CConfig):
         value = getattr(config, f.name)
-        if value == f.default:
+        # None (target_return: "the env's threshold") has no flag; the preset's value stands.
+        if value == preset.get(f.name, f.default) or value is None:
             continue
         # One "--flag=value" token: argparse would read a separate "-1e-05" as an option.
         argv.append(f"--{_flag(f.name)}={_show(value)}")

@@ -4,6 +4,15 @@ An actor thread owns one EnvBatch of B envs and steps them together, so one poli
 inference serves B observations. Episodes auto-reset in the same step (Gymnasium's
 SAME_STEP mode), and the true final observation of an ended episode is kept, because a
 truncated episode is bootstrapped from the value of exactly that observation.
+
+Atari (``ALE/`` ids, e.g. ALE/Pong-v5) goes through Gymnasium's own wrappers: the ALE env
+is made with frameskip=1 so that AtariPreprocessing does the frame skip (4, max-pooling the
+last two frames), up to 30 no-op actions at reset, grayscale and the resize to 84x84; then
+FrameStackObservation stacks the last 4 frames. Observations are uint8 [4, 84, 84]
+(frames first, as FrameStackObservation stacks them; the CNN moves them to channels-last
+inside the graph), and stay uint8 through the rollout queue. Sticky actions
+(repeat_action_probability 0.25), the minimal action set and the episode limit of 108,000
+emulator frames (27,000 agent steps) are ALE v5's defaults. One agent step is 4 frames.
 """
 
 from __future__ import annotations
@@ -15,6 +24,11 @@ from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
+
+ATARI_FRAME_SKIP = 4
+ATARI_SCREEN_SIZE = 84
+ATARI_FRAME_STACK = 4
+ATARI_NOOP_MAX = 30
 
 
 class EnvError(ValueError):
@@ -31,15 +45,28 @@ class EnvInfo:
     num_actions: int
     reward_threshold: float | None
     max_episode_steps: int | None
+    frame_skip: int = 1  # emulator frames per agent step (4 for Atari)
+
+
+def is_atari(env_id: str) -> bool:
+    return env_id.startswith("ALE/")
+
+
+def env_options(config) -> dict:
+    """The make_env keyword arguments an A3CConfig sets (they matter for ALE ids only)."""
+    return {"repeat_action_probability": config.repeat_action_probability,
+            "full_action_space": config.full_action_space}
 
 
 def _register_extras(env_id: str) -> None:
-    if env_id.startswith("ALE/"):
+    if is_atari(env_id):
         try:
             import ale_py
         except ImportError:
             raise EnvError(
                 f"env {env_id!r} needs the Atari extra: pip install -e '.[atari]'") from None
+        # ALE's banner on stderr would break the one-line error contract of a bad flag.
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
         gym.register_envs(ale_py)
 
 
@@ -62,10 +89,27 @@ def _spec(env_id: str):
         raise EnvError(f"unknown env id {env_id!r}: {first_line}") from None
 
 
-def make_env(env_id: str, render_mode: str | None = None) -> gym.Env:
-    """One env of `env_id`, with the observation and action spaces checked."""
+def make_env(env_id: str, render_mode: str | None = None, *,
+             repeat_action_probability: float = 0.25, full_action_space: bool = False
+             ) -> gym.Env:
+    """One env of `env_id`, with the observation and action spaces checked.
+
+    For ALE ids: Gymnasium's Atari preprocessing and frame stack (see the module docstring);
+    the keyword arguments are ALE's and are ignored for other envs.
+    """
     _spec(env_id)
-    env = gym.make(env_id, render_mode=render_mode)
+    if is_atari(env_id):
+        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+        env = gym.make(env_id, render_mode=render_mode, frameskip=1,
+                       repeat_action_probability=repeat_action_probability,
+                       full_action_space=full_action_space)
+        env = AtariPreprocessing(env, noop_max=ATARI_NOOP_MAX, frame_skip=ATARI_FRAME_SKIP,
+                                 screen_size=ATARI_SCREEN_SIZE, terminal_on_life_loss=False,
+                                 grayscale_obs=True, scale_obs=False)
+        env = FrameStackObservation(env, ATARI_FRAME_STACK)
+    else:
+        env = gym.make(env_id, render_mode=render_mode)
     _check_spaces(env_id, env)
     return env
 
@@ -82,10 +126,11 @@ def _check_spaces(env_id: str, env: gym.Env) -> None:
 
 
 @functools.cache
-def env_info(env_id: str) -> EnvInfo:
-    """Shapes and thresholds of `env_id`; EnvError for an unknown or unsuitable id."""
+def env_info(env_id: str, **options) -> EnvInfo:
+    """Shapes and thresholds of `env_id` (made with make_env's `options`); EnvError for an
+    unknown or unsuitable id."""
     spec = _spec(env_id)
-    env = make_env(env_id)
+    env = make_env(env_id, **options)
     try:
         return EnvInfo(
             env_id=env_id,
@@ -94,6 +139,7 @@ def env_info(env_id: str) -> EnvInfo:
             num_actions=int(env.action_space.n),
             reward_threshold=spec.reward_threshold,
             max_episode_steps=spec.max_episode_steps,
+            frame_skip=ATARI_FRAME_SKIP if is_atari(env_id) else 1,
         )
     finally:
         env.close()
@@ -112,14 +158,17 @@ class Transition(NamedTuple):
 
 
 class EnvBatch:
-    """B envs of one id stepped together; env i is seeded with seed + i."""
+    """B envs of one id stepped together; env i is seeded with seed + i.
 
-    def __init__(self, env_id: str, num_envs: int, seed: int):
-        info = env_info(env_id)
+    options: make_env's keyword arguments (env_options(config)).
+    """
+
+    def __init__(self, env_id: str, num_envs: int, seed: int, **options):
+        info = env_info(env_id, **options)
         self.info = info
         self.num_envs = num_envs
         self._envs = gym.vector.SyncVectorEnv(
-            [functools.partial(make_env, env_id) for _ in range(num_envs)],
+            [functools.partial(make_env, env_id, **options) for _ in range(num_envs)],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
         self._envs.action_space.seed(seed)

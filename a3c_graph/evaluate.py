@@ -3,6 +3,12 @@
 Loads the latest checkpoint of a run (or --checkpoint) into a fresh graph holding only
 the global network, and plays N episodes, greedy by default. Reads the network's shape
 from <logdir>/config.json, which the chief writes when a run starts.
+
+Several models at once (several --logdir, and/or --copies N of each) each get a tf.Graph
+of their own, pinned with graph.device() to the next of --devices (e.g. cpu:0,cpu:1 or
+gpu:0,gpu:1), and play concurrently in one process; all their sessions share one
+ConfigProto, since GPU options are process-wide. Each model's result says which devices
+its ops actually ran on (traced on its first step).
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ import argparse
 import json
 import os
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 PROG = "a3c_graph.evaluate"
 
@@ -26,7 +34,17 @@ class _OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--logdir", required=True, help="The run's log dir.")
+    parser.add_argument("--logdir", required=True, action="append",
+                        help="The run's log dir; repeat it to play several models at once.")
+    parser.add_argument("--copies", type=int, default=1,
+                        help="Play N copies of each model at once, each in its own graph and "
+                             "session; copy k plays seeds --seed + 1000 k (default: 1).")
+    parser.add_argument("--devices", default=None, metavar="DEV[,DEV..]",
+                        help="Devices the models' graphs are pinned to, round-robin, e.g. "
+                             "cpu:0,cpu:1 or gpu:0,gpu:1 (default: TF's own placement).")
+    parser.add_argument("--gpu-memory-fraction", type=float, default=None, metavar="F",
+                        help="per_process_gpu_memory_fraction shared by every session "
+                             "(default: allow_growth).")
     parser.add_argument("--checkpoint",
                         help="A checkpoint prefix (default: the latest in --logdir).")
     parser.add_argument("--episodes", type=int, default=10, help="Episodes to play (default: 10).")
@@ -34,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=12345, help="Seed of the evaluation envs.")
     parser.add_argument("--sample", action="store_true",
                         help="Sample actions from the policy instead of taking the most likely.")
+    parser.add_argument("--record", action="store_true",
+                        help="Write a video of the first episode to <logdir>/videos/ "
+                             "(Gymnasium's RecordVideo; needs the atari extra).")
     return parser
 
 
@@ -55,28 +76,65 @@ def load_run_config(logdir: str):
         raise UsageError(f"{path} is not an a3c_graph config: {error}") from None
 
 
-def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool) -> list[float]:
-    """Returns of `episodes` episodes played by the checkpoint's global network."""
+def _recording_env(config, video_dir: str, name_prefix: str):
+    """The run's env, rendering rgb frames, with the first episode recorded as an mp4."""
+    import gymnasium as gym
+
+    from a3c_graph.envs import ATARI_FRAME_SKIP, env_options, is_atari, make_env
+
+    # rgb_array frames need no screen; SDL (pygame draws CartPole) must not look for one.
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    env = make_env(config.env, render_mode="rgb_array", **env_options(config))
+    # One frame per agent step: an Atari step is 4 frames of the 60 Hz console.
+    fps = 60 / ATARI_FRAME_SKIP if is_atari(config.env) else env.metadata.get("render_fps", 30)
+    try:
+        return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda e: e == 0,
+                                        name_prefix=name_prefix, fps=fps)
+    except gym.error.DependencyNotInstalled as error:
+        env.close()
+        raise UsageError(f"--record needs the atari extra (pip install -e '.[atari]'): "
+                         f"{error}") from None
+
+
+def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool,
+             device: str | None = None, session_config=None, label: str = "",
+             placement: dict | None = None, video_dir: str | None = None) -> list[float]:
+    """Returns of `episodes` episodes played by the checkpoint's global network.
+
+    device: the graph's ops are pinned there with graph.device() (None: TF chooses).
+    session_config: the process's one shared ConfigProto. label: prefix of printed lines.
+    placement: if given, placement["ran_on"] gets the devices the first step ran on.
+    video_dir: if given, the first episode is recorded there as an mp4.
+    """
+    import gymnasium as gym
     import numpy as np
     import tensorflow as tf
 
-    from a3c_graph.envs import make_env
+    from a3c_graph.envs import env_options, make_env
     from a3c_graph.model import build_network
 
     tf1 = tf.compat.v1
-    env = make_env(config.env)
+    if video_dir:
+        name_prefix = f"{os.path.basename(checkpoint)}-seed{seed}"
+        env = _recording_env(config, video_dir, name_prefix)
+    else:
+        env = make_env(config.env, **env_options(config))
     graph = tf.Graph()
-    with graph.as_default():
+    with graph.as_default(), graph.device(device):
         obs_ph = tf1.placeholder(tf.as_dtype(env.observation_space.dtype),
                                  [None, *env.observation_space.shape], name="obs")
         network = build_network(env.observation_space.shape, int(env.action_space.n), config,
                                 "global")
-        logits, _ = network(obs_ph)
+        if network.recurrent:  # the state is carried from step to step, zero at an episode start
+            state_ph = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
+            logits, _, next_state = network.step(obs_ph, state_ph)
+        else:
+            logits, _ = network(obs_ph)
         action = (tf.random.categorical(logits, 1)[:, 0] if sample
                   else tf.argmax(logits, axis=-1))
         saver = tf1.train.Saver(var_list=network.variables)
     returns = []
-    with tf1.Session(graph=graph) as session:
+    with tf1.Session(graph=graph, config=session_config) as session:
         try:
             saver.restore(session, checkpoint)
         except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
@@ -84,16 +142,27 @@ def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool) ->
             first = str(error.message).strip().splitlines()[0]
             raise UsageError(
                 f"checkpoint {checkpoint} does not fit this network: {first}") from None
+        session = _FirstRunTraced(session, graph, placement)
         for episode in range(episodes):
-            obs, _ = env.reset(seed=seed + episode)
+            try:
+                obs, _ = env.reset(seed=seed + episode)
+            except gym.error.DependencyNotInstalled as error:  # rendering, e.g. pygame
+                raise UsageError(f"--record cannot render {config.env}: {error}") from None
             total, done = 0.0, False
+            if network.recurrent:
+                state = np.zeros([1, *network.state_shape], np.float32)
             while not done:
-                a = session.run(action, {obs_ph: np.asarray(obs)[None]})[0]
+                if network.recurrent:
+                    a, state = session.run([action, next_state],
+                                           {obs_ph: np.asarray(obs)[None], state_ph: state})
+                    a = a[0]
+                else:
+                    a = session.run(action, {obs_ph: np.asarray(obs)[None]})[0]
                 obs, reward, terminated, truncated, _ = env.step(int(a))
                 total += float(reward)
                 done = terminated or truncated
             returns.append(total)
-            print(f"episode {episode + 1}/{episodes}: return {total:.1f}", flush=True)
+            print(f"{label}episode {episode + 1}/{episodes}: return {total:.1f}", flush=True)
     env.close()
     return returns
 
@@ -103,28 +172,122 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
         if args.episodes < 1:
             raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
-        config = load_run_config(args.logdir)
-        if args.env:
-            config = config.__class__(**{**config.__dict__, "env": args.env})
+        if args.copies < 1:
+            raise UsageError(f"--copies must be at least 1, got {args.copies}")
+        if args.checkpoint and len(args.logdir) > 1:
+            raise UsageError("--checkpoint names one model: give a single --logdir with it")
+        devices = _checked_devices(args)
+        configs = []
+        for logdir in args.logdir:
+            config = load_run_config(logdir)
+            if args.env:
+                config = config.__class__(**{**config.__dict__, "env": args.env})
+            configs.append(config)
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
 
+        from a3c_graph.devices import shared_session_config
         from a3c_graph.envs import EnvError
 
-        checkpoint = args.checkpoint or tf.train.latest_checkpoint(args.logdir)
-        if not checkpoint:
-            raise UsageError(f"no checkpoint in {args.logdir}")
+        models = []
+        for logdir, config in zip(args.logdir, configs):
+            checkpoint = args.checkpoint or tf.train.latest_checkpoint(logdir)
+            if not checkpoint:
+                raise UsageError(f"no checkpoint in {logdir}")
+            models += [(logdir, config, checkpoint, copy) for copy in range(args.copies)]
+        # One ConfigProto for every session: GPU options are process-wide.
+        session_config = shared_session_config([d for d in devices if d],
+                                               args.gpu_memory_fraction)
         try:
-            returns = evaluate(config, checkpoint, args.episodes, args.seed, args.sample)
+            results = _play_concurrently(models, devices, session_config, args)
         except EnvError as error:
             raise UsageError(str(error)) from None
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
-    mean = sum(returns) / len(returns)
-    print(json.dumps({"checkpoint": checkpoint, "episodes": len(returns), "mean_return": mean,
-                      "min_return": min(returns), "max_return": max(returns)}, sort_keys=True))
+    if len(results) == 1:
+        print(json.dumps(results[0], sort_keys=True))
+        return 0
+    returns = sum(r["episodes"] * r["mean_return"] for r in results)
+    episodes = sum(r["episodes"] for r in results)
+    print(json.dumps({"models": results, "episodes": episodes, "mean_return": returns / episodes},
+                     sort_keys=True))
     return 0
+
+
+def _checked_devices(args) -> list:
+    """--devices as canonical names ([None]: no pinning), checked before TF starts (TF would
+    only log an invalid GPU among its start-up lines and carry on)."""
+    from a3c_graph.devices import (
+        DeviceError,
+        check_devices_visible,
+        check_memory_fraction,
+        parse_device_list,
+    )
+
+    try:
+        check_memory_fraction(args.gpu_memory_fraction)
+        if not args.devices:
+            return [None]
+        devices = parse_device_list(args.devices)
+        check_devices_visible(devices)
+        return devices
+    except DeviceError as error:
+        raise UsageError(str(error)) from None
+
+
+def _play_concurrently(models, devices, session_config, args) -> list[dict]:
+    """Each model in a thread of its own (session.run releases the GIL), graph k pinned to
+    devices[k % len(devices)]; their results in order."""
+
+    def play(k: int, model) -> dict:
+        logdir, config, checkpoint, copy = model
+        device = devices[k % len(devices)]
+        label = f"model {k} ({device or 'any device'}): " if len(models) > 1 else ""
+        placement: dict = {}
+        returns = evaluate(config, checkpoint, args.episodes, args.seed + 1000 * copy,
+                           args.sample, device=device, session_config=session_config,
+                           label=label, placement=placement,
+                           video_dir=os.path.join(logdir, "videos") if args.record else None)
+        return {"logdir": logdir, "checkpoint": checkpoint, "copy": copy, "device": device,
+                "ran_on": placement.get("ran_on", []), "episodes": len(returns),
+                "mean_return": sum(returns) / len(returns),
+                "min_return": min(returns), "max_return": max(returns)}
+
+    with ThreadPoolExecutor(max_workers=len(models)) as pool:
+        futures = [pool.submit(play, k, model) for k, model in enumerate(models)]
+        return [future.result() for future in futures]
+
+
+# A traced run is a process-wide profiling session: a second one at the same time fails
+# with "Another profiling session active" (TF 2.21), so the models take turns.
+_TRACE_LOCK = threading.Lock()
+
+
+class _FirstRunTraced:
+    """A session whose first run is traced, to report the devices the graph's ops ran on."""
+
+    def __init__(self, session, graph, placement: dict | None):
+        self._session, self._graph, self._placement = session, graph, placement
+
+    def run(self, fetches, feed_dict=None, **kwargs):
+        if self._placement is None or "ran_on" in self._placement or kwargs:
+            return self._session.run(fetches, feed_dict, **kwargs)
+        import tensorflow as tf
+
+        from a3c_graph.devices import devices_that_ran
+
+        tf1 = tf.compat.v1
+        metadata = tf1.RunMetadata()
+        with _TRACE_LOCK:
+            result = self._session.run(
+                fetches, feed_dict, run_metadata=metadata,
+                options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE))
+        self._placement["ran_on"] = devices_that_ran(metadata, self._graph)
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
 
 
 if __name__ == "__main__":

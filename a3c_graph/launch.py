@@ -39,7 +39,14 @@ from pathlib import Path
 from typing import NoReturn
 
 from a3c_graph import cluster as cluster_lib
-from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
+from a3c_graph import devices as devices_lib
+from a3c_graph.config import (
+    A3CConfig,
+    add_config_arguments,
+    config_from_args,
+    config_to_argv,
+    resolve_policy,
+)
 
 PROG = "launch_cluster"
 WORKER_MODULE = "a3c_graph.worker"
@@ -113,6 +120,7 @@ def build_start_parser() -> argparse.ArgumentParser:
     group.add_argument("--allow-remote", action="store_true",
                        help="Allow non-loopback addresses. The TF server is unauthenticated gRPC "
                             "that runs any graph sent to it: use only on a trusted network.")
+    devices_lib.add_gpu_arguments(group)
     add_config_arguments(parser)
     return parser
 
@@ -157,6 +165,8 @@ class LaunchPlan:
     source: str  # "local cluster", "cluster file F" or "TF_CONFIG cluster"
     cluster_file: str | None = None
     tasks_flag: str | None = None
+    # Which device each task uses (by CUDA_VISIBLE_DEVICES in its env_overrides).
+    devices: devices_lib.DevicePlan | None = None
 
     @property
     def workers(self) -> list[TaskPlan]:
@@ -173,6 +183,11 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise LaunchError(f"--{flag} must be at least 1, got {value}")
+    try:
+        devices_lib.parse_gpus(args.gpus)
+        devices_lib.check_memory_fraction(args.gpu_memory_fraction)
+    except devices_lib.DeviceError as error:
+        raise LaunchError(str(error)) from None
     config = dataclasses.replace(config, target_return=resolve_target_return(config))
 
     cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
@@ -188,19 +203,28 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     check_logdir_writable(logdir)
     check_no_live_run(logdir)
 
+    keys = sorted(local_keys, key=lambda key: (key[0] != "ps", key[1]))
+    try:
+        # One mechanism per child: CUDA_VISIBLE_DEVICES, set before its TF starts.
+        device_plan = devices_lib.plan_devices(
+            keys, args.gpus, args.gpu_memory_fraction, devices_lib.ENV_MECHANISM,
+            devices_lib.detect_gpus(environ))
+    except devices_lib.DeviceError as error:
+        raise LaunchError(str(error)) from None
     env_overrides = child_env_overrides(environ)
     if tf_config is not None:
         env_overrides["TF_CONFIG"] = tf_config
     tasks = tuple(
         TaskPlan(job=job, index=index, address=cluster[job][index],
                  argv=tuple(task_argv(job, index, cluster, logdir, config, args.allow_remote,
-                                      hosts_in_flags=tf_config is None)),
-                 env_overrides=dict(env_overrides))
-        for job, index in sorted(local_keys, key=lambda key: (key[0] != "ps", key[1])))
+                                      hosts_in_flags=tf_config is None)
+                            + list(device_plan.for_task(job, index).flags)),
+                 env_overrides={**env_overrides, **device_plan.for_task(job, index).env})
+        for job, index in keys)
     return LaunchPlan(config=config, cluster=cluster, tasks=tasks, logdir=logdir,
                       allow_remote=args.allow_remote, source=source,
                       cluster_file=os.path.abspath(args.cluster) if args.cluster else None,
-                      tasks_flag=args.tasks)
+                      tasks_flag=args.tasks, devices=device_plan)
 
 
 def resolve_target_return(config: A3CConfig) -> float:
@@ -214,6 +238,10 @@ def resolve_target_return(config: A3CConfig) -> float:
     except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise LaunchError(f"env {config.env!r} cannot be made: {first}") from None
+    try:  # the network must fit the observations, e.g. no --policy cnn on CartPole
+        resolve_policy(config.policy, info.obs_shape)
+    except ValueError as error:
+        raise LaunchError(str(error)) from None
     if config.target_return is not None:
         return config.target_return
     if info.reward_threshold is None:
@@ -791,6 +819,10 @@ def start_background(plan: LaunchPlan) -> int:
         argv += ["--tasks", plan.tasks_flag]
     if plan.allow_remote:
         argv.append("--allow-remote")
+    if plan.devices is not None:
+        argv.append(f"--gpus={plan.devices.request.text}")
+        if plan.devices.memory_fraction is not None:
+            argv.append(f"--gpu-memory-fraction={plan.devices.memory_fraction!r}")
     argv += config_to_argv(plan.config)
     created = not plan.logdir.exists()
     plan.logdir.mkdir(parents=True, exist_ok=True)
@@ -837,11 +869,24 @@ def cmd_start(argv: Sequence[str]) -> int:
     if args.dry_run and args.background:
         raise LaunchError("--dry-run and --background do not go together")
     plan = plan_start(args, os.environ)
+    for note in plan.devices.notes if plan.devices else ():  # e.g. --gpus auto found no GPU
+        print(f"{PROG}: note: {note}", file=sys.stderr, flush=True)
     if args.dry_run:
+        # A dry run may plan for another machine: GPUs missing here are only a warning.
+        missing = plan.devices.missing_warning() if plan.devices else None
+        if missing:
+            print(f"{PROG}: warning: {missing}", file=sys.stderr, flush=True)
         warn_if_remote(plan)
         for task in plan.tasks:
             print(command_line(task))
         return 0
+    if plan.devices is not None:
+        try:
+            plan.devices.check_visible()
+        except devices_lib.DeviceError as error:
+            raise LaunchError(str(error)) from None
+        if plan.devices.gpus:
+            print(f"{PROG}: {plan.devices.summary_line()}", flush=True)
     if args.background:
         warn_if_remote(plan)
         return start_background(plan)

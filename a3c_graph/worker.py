@@ -42,13 +42,27 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--worker-hosts", help="Comma-separated host:port of the worker tasks.")
     parser.add_argument("--cluster", metavar="FILE", help='JSON {"ps": [...], "worker": [...]}.')
     parser.add_argument("--logdir", help="Checkpoints, summaries and progress go here.")
-    parser.add_argument("--gpu-list", default="",
-                        help="gpu_options.visible_device_list of this task (default: all).")
+    parser.add_argument("--gpu", "--gpu-list", dest="gpu", type=_gpu_id, default=None,
+                        metavar="ID",
+                        help="Run this worker on GPU ID, chosen by gpu_options.visible_device_list "
+                             "(ids count within CUDA_VISIBLE_DEVICES). Default: GPU:0 of the "
+                             "GPUs CUDA_VISIBLE_DEVICES shows it (how the launcher places "
+                             "workers), else the CPU. A ps always runs on CPU.")
+    parser.add_argument("--gpu-memory-fraction", type=float, default=None, metavar="F",
+                        help="per_process_gpu_memory_fraction instead of allow_growth.")
     parser.add_argument("--allow-remote", action="store_true",
                         help="Allow non-loopback addresses. The TF server is unauthenticated "
                              "gRPC: use only on a trusted network.")
     add_config_arguments(parser)
     return parser
+
+
+def _gpu_id(text: str) -> int | None:
+    if text.strip() == "":  # --gpu-list "" used to mean "every GPU": no choice made
+        return None
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected one GPU id like 0 or 1, got {text!r}")
+    return int(text)
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -179,11 +193,13 @@ RECENT_WINDOW = 100
 
 # --------------------------------------------------------------------------- tasks
 
-def run_ps(spec, config, args, stop: StopFlag) -> int:
+def run_ps(spec, config, device, stop: StopFlag) -> int:
     from a3c_graph.cluster import session_config, start_server
+    from a3c_graph.devices import apply_to_config, describe_task
 
-    start_server(spec, session_config(spec, config.intra_op_threads, config.inter_op_threads,
-                                      args.gpu_list))
+    start_server(spec, apply_to_config(
+        session_config(spec, config.intra_op_threads, config.inter_op_threads), device))
+    print(f"{PROG}: {describe_task(device)}", flush=True)
     print(f"{PROG}: ps task {spec.task} serving at {spec.address}", flush=True)
     stop.in_loop = True
     while stop.signal is None:  # server.join() would block signals forever
@@ -223,12 +239,14 @@ def stop_reason_for(fetched: dict, config, target_return: float, started: float)
     return None
 
 
-def run_worker(spec, config, args, info, target_return: float, stop: StopFlag) -> int:
+def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
+               device) -> int:
     import tensorflow as tf
 
     from a3c_graph.agent import build_worker_graph
     from a3c_graph.cluster import session_config, start_server
-    from a3c_graph.envs import EnvBatch
+    from a3c_graph.devices import apply_to_config, describe_task
+    from a3c_graph.envs import EnvBatch, env_options
 
     tf1 = tf.compat.v1
     started = time.time()
@@ -237,9 +255,10 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag) -
     if spec.is_chief:
         # What evaluate.py needs to rebuild the network of this run's checkpoints.
         write_json_atomic(os.path.join(args.logdir, "config.json"), dataclasses.asdict(config))
-    sess_config = session_config(spec, config.intra_op_threads, config.inter_op_threads,
-                                 args.gpu_list)
+    sess_config = apply_to_config(
+        session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
     server = start_server(spec, sess_config)
+    print(f"{PROG}: {describe_task(device)}", flush=True)
 
     graph = tf.Graph()
     env_batches = []
@@ -247,8 +266,10 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag) -
         tf1.set_random_seed(config.seed + 1000 * spec.task)
         for actor in range(config.actor_threads):
             env_batches.append(EnvBatch(config.env, config.envs_per_worker,
-                                        seed=config.seed + 1000 * spec.task + 100 * actor))
-        worker_graph = build_worker_graph(config, spec, info, env_batches)
+                                        seed=config.seed + 1000 * spec.task + 100 * actor,
+                                        **env_options(config)))
+        worker_graph = build_worker_graph(config, spec, info, env_batches,
+                                          worker_device=device.device)
         scaffold = tf1.train.Scaffold(saver=worker_graph.saver)
         hooks = []
         if spec.is_chief:
@@ -311,26 +332,27 @@ def main(argv=None) -> int:
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
         return 2
-    spec, config, info, target = task
+    spec, config, info, target, device = task
     try:
         _graph_mode_tensorflow()
         if spec.job == "ps":
-            return run_ps(spec, config, args, stop)
-        return run_worker(spec, config, args, info, target, stop)
+            return run_ps(spec, config, device, stop)
+        return run_worker(spec, config, args, info, target, stop, device)
     except ClusterError as error:  # lost a race for the port after the check
         print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
         return 2
 
 
 def _validated_task(args):
-    """(spec, config, env info, target return), or UsageError for anything a user got wrong.
+    """(spec, config, env info, target return, device), or UsageError for anything a user
+    got wrong.
 
     Every check a user can fail runs here, before TF is imported (its C++ log lines would
     break the one-line error) and before the log dir is created.
     """
     from a3c_graph.cluster import check_port_free, non_loopback_hosts, resolve_task
-    from a3c_graph.config import config_from_args
-    from a3c_graph.envs import EnvError, env_info
+    from a3c_graph.config import config_from_args, resolve_policy
+    from a3c_graph.envs import EnvError, env_info, env_options
 
     try:
         config = config_from_args(args)
@@ -341,19 +363,32 @@ def _validated_task(args):
                              "unauthenticated, pass --allow-remote only on a trusted network")
         if spec.job == "ps":
             check_port_free(spec.address)
-            return spec, config, None, None
+            return spec, config, None, None, _task_device(args, spec)
         if not args.logdir:
             raise UsageError("--logdir is required for a worker")
-        info = env_info(config.env)
+        info = env_info(config.env, **env_options(config))
+        resolve_policy(config.policy, info.obs_shape)  # ValueError: --policy cnn on vectors
         target = config.target_return if config.target_return is not None \
             else info.reward_threshold
         if target is None:
             raise UsageError(f"env {config.env!r} has no reward_threshold; give --target-return")
         check_port_free(spec.address)
+        device = _task_device(args, spec)
         _check_logdir(args.logdir)
-        return spec, config, info, float(target)
+        return spec, config, info, float(target), device
     except (ClusterError, EnvError, ValueError) as error:
         raise UsageError(str(error)) from None
+
+
+def _task_device(args, spec):
+    """This task's devices.TaskDevice; DeviceError (one line) for a GPU it cannot have.
+
+    Checked before TF starts: TF reports a wrong id amid its own start-up log lines, or
+    (without a GPU) quietly runs on CPU.
+    """
+    from a3c_graph.devices import process_task_device
+
+    return process_task_device(spec.job, spec.task, args.gpu, args.gpu_memory_fraction)
 
 
 def _check_logdir(logdir: str) -> None:

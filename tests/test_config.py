@@ -151,3 +151,63 @@ def test_bad_flag_on_the_command_line_raises_value_error_naming_it(argv, message
 ])
 def test_validate_accepts_boundary_values(field_name, value):
     dataclasses.replace(A3CConfig(), **{field_name: value}).validate()
+
+
+# --------------------------------------------------------------------------- presets
+
+def test_cartpole_preset_is_the_dataclass_defaults():
+    assert parse(["--preset", "cartpole"]) == dataclasses.replace(A3CConfig(), preset="cartpole")
+    assert parse(["--env", "Acrobot-v1"]) == A3CConfig(env="Acrobot-v1")
+
+
+def test_atari_preset_is_picked_for_ale_ids_and_fills_only_the_flags_not_given():
+    config = parse(["--env", "ALE/Pong-v5", "--rollout-length", "32", "--learning-rate", "1e-3"])
+    assert config.preset == "auto"
+    assert config.rollout_length == 32 and config.learning_rate == 1e-3  # given: kept
+    assert config.hidden_sizes == (256,) and config.gae_lambda == 1.0  # the preset's
+    assert config.normalize_advantages is False
+    assert config.target_return == 18.0  # Pong's spec has no reward_threshold
+    assert config.gamma == A3CConfig().gamma  # not in the preset: the default
+
+
+def test_atari_preset_can_be_asked_for_on_any_env_and_cartpole_preset_on_atari():
+    assert parse(["--preset", "atari"]).hidden_sizes == (256,)
+    pong = parse(["--env", "ALE/Pong-v5", "--preset", "cartpole", "--target-return", "0"])
+    assert pong.hidden_sizes == (64, 64) and pong.learning_rate == 1e-3
+
+
+@pytest.mark.parametrize("argv", [
+    ["--env", "ALE/Pong-v5"],
+    # A given value that equals the cartpole default must still reach the tasks.
+    ["--env", "ALE/Pong-v5", "--learning-rate", "1e-3", "--hidden-sizes", "64,64",
+     "--normalize-advantages", "true"],
+    ["--env", "ALE/Pong-v5", "--preset", "cartpole", "--target-return", "5", "--policy", "lstm"],
+    ["--preset", "atari", "--rollout-length", "32"],
+])
+def test_config_to_argv_reproduces_a_preset_config(argv):
+    config = parse(argv)
+    assert parse(config_to_argv(config)) == config
+
+
+def test_config_to_argv_of_a_pong_run_needs_only_the_env():
+    assert config_to_argv(parse(["--env", "ALE/Pong-v5"])) == ["--env=ALE/Pong-v5"]
+
+
+@pytest.mark.parametrize("argv", [["--preset", "mujoco"], ["--policy", "transformer"]])
+def test_unknown_preset_or_policy_is_rejected_by_the_parser(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse(argv)
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field_name, bad_value, message", [
+    ("preset", "mujoco", "--preset must be one of auto, cartpole, atari"),
+    ("policy", "gru", "--policy must be one of auto, mlp, cnn, lstm"),
+    ("lstm_size", 0, "--lstm-size must be at least 1"),
+    ("repeat_action_probability", 1.5, "--repeat-action-probability must be in [0, 1]"),
+])
+def test_validate_names_the_flag_of_a_bad_new_field(field_name, bad_value, message):
+    config = dataclasses.replace(A3CConfig(), **{field_name: bad_value})
+    with pytest.raises(ValueError, match=re.escape(message)):
+        config.validate()

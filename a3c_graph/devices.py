@@ -1,0 +1,619 @@
+"""Device placement: which device every task uses, and how its process is told.
+
+    python -m a3c_graph.devices plan --workers 4 --gpus 0,1 [--json] [--mechanism config]
+
+TensorFlow offers three ways to choose devices, and this project uses each in one place:
+
+  * ``CUDA_VISIBLE_DEVICES`` in a process's environment, read when TF starts (so it must be
+    set before TF is imported): the process sees only those GPUs, renumbered from 0. The
+    launcher sets it for every task it starts; it is the only way that keeps a task from
+    touching (and allocating memory on) the other GPUs at all.
+  * ``gpu_options.visible_device_list`` in the task's ``ConfigProto``: the same choice made
+    inside TF, counted within CUDA_VISIBLE_DEVICES. A task started by hand with ``--gpu 1``
+    gets it. GPU options are process-wide: every session and server of a process must agree.
+  * ``tf.device`` / ``graph.device``: where a graph's ops go among the devices the process
+    sees. A worker pins its ops to ``/job:worker/task:i/device:GPU:0`` when it has a GPU
+    (ops without a GPU kernel, like the env step's ``numpy_function``, fall back to its CPU
+    through soft placement) and to ``.../cpu:0`` otherwise; the globals are pinned to the
+    ps's CPU; evaluate.py pins each of several graphs in one process to its own device.
+
+A plan uses exactly one of the first two per process: the launcher's children get
+CUDA_VISIBLE_DEVICES and an empty visible_device_list; a hand-started task gets
+visible_device_list and its environment is left as the user set it.
+
+``--gpus`` (launcher and ``plan``): ``none`` (every task on CPU, the default), ``auto``
+(every GPU visible here; CPU with one note if there is none), ``count:N`` (the first N
+visible GPUs), or GPU ids ``0`` / ``0,1,3`` (as this process sees them, i.e. counted within
+its own CUDA_VISIBLE_DEVICES, like visible_device_list). ps tasks always run on CPU; workers
+are spread round-robin over the GPUs. Memory: ``allow_growth`` unless
+``--gpu-memory-fraction F`` (``per_process_gpu_memory_fraction``), which must fit the number
+of tasks sharing a GPU.
+
+Visible GPUs are found without importing TF (whose start-up prints lines of its own): from
+``nvidia-smi -L``, else from ``/proc/driver/nvidia/gpus``, then narrowed by
+CUDA_VISIBLE_DEVICES with CUDA's own rules. Tests set ``A3C_GRAPH_FAKE_GPUS=N`` to pretend
+this machine has N GPUs (ids 0..N-1); nothing else reads it and it is never needed for real
+use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+PROG = "a3c_graph.devices"
+FAKE_GPUS_ENV = "A3C_GRAPH_FAKE_GPUS"
+CUDA_ENV = "CUDA_VISIBLE_DEVICES"
+HIDE_ALL_GPUS = "-1"  # an invalid first entry: CUDA then shows the process no GPU at all
+PROC_GPUS = Path("/proc/driver/nvidia/gpus")
+NVIDIA_SMI_TIMEOUT_SECS = 10.0
+
+ENV_MECHANISM = "CUDA_VISIBLE_DEVICES"
+CONFIG_MECHANISM = "visible_device_list"
+MECHANISMS = {"env": ENV_MECHANISM, "config": CONFIG_MECHANISM}
+
+
+class DeviceError(ValueError):
+    """A device request that cannot work; the message is one line shown to the user as is."""
+
+
+# --------------------------------------------------------------------------- what is visible
+
+@dataclass(frozen=True)
+class GpuInventory:
+    """The GPUs a process started with `environ` sees, in TF's order.
+
+    physical[i] is the CUDA_VISIBLE_DEVICES entry of the GPU TF calls GPU:i there, so a
+    child shown only that GPU gets CUDA_VISIBLE_DEVICES=physical[i].
+    """
+
+    physical: tuple[str, ...]
+    machine_count: int  # GPUs on the machine, before CUDA_VISIBLE_DEVICES
+    source: str  # how machine_count was found, for error messages
+    cuda_visible_devices: str | None  # the environment's value, if set
+    # Entries CUDA_VISIBLE_DEVICES names, valid or not: how an id maps to a child's
+    # CUDA_VISIBLE_DEVICES when planning (--dry-run) for GPUs this machine does not have.
+    named: tuple[str, ...] = ()
+
+    @property
+    def count(self) -> int:
+        return len(self.physical)
+
+    def describe(self) -> str:
+        """What this process sees, as a clause: "no GPU is visible here (...)"."""
+        if self.cuda_visible_devices is None:
+            if not self.count:
+                return f"no GPU is visible here ({self.source})"
+            return f"the GPUs visible here are {_ids(range(self.count))} ({self.source})"
+        setting = f"{CUDA_ENV}={self.cuda_visible_devices}"
+        if not self.count:
+            return (f"{setting} shows this process none of the {self.machine_count} GPU(s) "
+                    f"here ({self.source})")
+        shown = ("1 GPU, id 0" if self.count == 1
+                 else f"{self.count} GPUs, ids {_ids(range(self.count))}")
+        return f"{setting} shows this process {shown} (ids count within {CUDA_ENV})"
+
+    def physical_id(self, gpu: int) -> str:
+        """The CUDA_VISIBLE_DEVICES entry that shows a child GPU `gpu` of this process."""
+        if gpu < self.count:
+            return self.physical[gpu]
+        if gpu < len(self.named):
+            return self.named[gpu]
+        return str(gpu)
+
+
+def _ids(ids) -> str:
+    return ", ".join(str(i) for i in ids)
+
+
+def _gpus_are(ids: Sequence[int]) -> str:
+    return f"GPU {ids[0]} is" if len(ids) == 1 else f"GPUs {_ids(ids)} are"
+
+
+def detect_gpus(environ: Mapping[str, str] | None = None,
+                nvidia_smi: str | None = "") -> GpuInventory:
+    """The GPUs visible to a process with `environ`, without importing TF.
+
+    nvidia_smi: path of nvidia-smi; "" finds it on PATH, None means there is none.
+    """
+    environ = os.environ if environ is None else environ
+    machine, source = _machine_gpus(environ, nvidia_smi)
+    value = environ.get(CUDA_ENV)
+    if value is None:
+        return GpuInventory(tuple(str(i) for i in range(len(machine))), len(machine), source,
+                            None)
+    visible, named = _apply_cuda_visible_devices(machine, value)
+    return GpuInventory(visible, len(machine), source, value, named)
+
+
+def _machine_gpus(environ: Mapping[str, str], nvidia_smi: str | None
+                  ) -> tuple[list[str | None], str]:
+    """(UUID or None per GPU of the machine in index order, how they were found)."""
+    fake = environ.get(FAKE_GPUS_ENV)
+    if fake is not None:
+        if not fake.strip().isdigit():
+            raise DeviceError(f"{FAKE_GPUS_ENV}={fake!r} must be a number of GPUs")
+        return [None] * int(fake), f"{FAKE_GPUS_ENV}={fake}"
+    if nvidia_smi == "":
+        nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi:
+        try:
+            listed = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True,
+                                    timeout=NVIDIA_SMI_TIMEOUT_SECS)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return [], f"nvidia-smi -L failed: {error}"
+        if listed.returncode != 0:
+            first = (listed.stdout + listed.stderr).strip().splitlines() or ["no output"]
+            return [], f"nvidia-smi -L failed: {first[0]}"
+        gpus = re.findall(r"^GPU (\d+):.*?(?:\(UUID: ([^)]+)\))?$", listed.stdout, re.MULTILINE)
+        return ([uuid or None for _, uuid in gpus],
+                f"nvidia-smi found {len(gpus)} GPU(s)")
+    if PROC_GPUS.is_dir():
+        found = sorted(PROC_GPUS.iterdir())  # PCI bus order, as nvidia-smi numbers them
+        uuids = []
+        for gpu in found:
+            try:
+                text = (gpu / "information").read_text(errors="replace")
+            except OSError:
+                text = ""
+            match = re.search(r"GPU UUID:\s*(\S+)", text)
+            uuids.append(match.group(1) if match else None)
+        return uuids, f"{PROC_GPUS} lists {len(found)} GPU(s)"
+    return [], "no NVIDIA GPU found: nvidia-smi is not on PATH and there is no " \
+               "/proc/driver/nvidia"
+
+
+def _apply_cuda_visible_devices(machine: Sequence[str | None], value: str
+                                ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(visible entries, all well-formed entries) of CUDA_VISIBLE_DEVICES=`value`.
+
+    CUDA's rules: entries are indices or GPU-/MIG- UUID prefixes; the list ends at the first
+    entry that is malformed or names no GPU (so "-1" or "" hide every GPU).
+    """
+    visible: list[str] = []
+    named: list[str] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if entry.isdigit():
+            exists = int(entry) < len(machine)
+        elif entry.startswith(("GPU-", "MIG-")):
+            uuids = [u for u in machine if u]
+            # Without UUIDs (no nvidia-smi output for them) an entry cannot be checked.
+            exists = bool(machine) and (not uuids or any(u.startswith(entry) for u in uuids))
+        else:
+            break
+        if entry in named:
+            break
+        named.append(entry)
+        if exists and len(visible) == len(named) - 1:
+            visible.append(entry)
+    return tuple(visible), tuple(named)
+
+
+# --------------------------------------------------------------------------- --gpus
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """A parsed --gpus: kind is "none", "auto", "count" or "ids"."""
+
+    text: str
+    kind: str
+    count: int = 0
+    ids: tuple[int, ...] = ()
+
+
+GPUS_FORMS = "none, auto, count:N or GPU ids like 0 or 0,1,3"
+
+
+def parse_gpus(text: str, flag: str = "--gpus") -> GpuRequest:
+    spec = text.strip().lower()
+    if spec in ("none", "cpu", ""):
+        return GpuRequest(text, "none")
+    if spec in ("auto", "all"):
+        return GpuRequest(text, "auto")
+    if spec.startswith("count:"):
+        number = spec.split(":", 1)[1]
+        if not number.isdigit() or int(number) < 1:
+            raise DeviceError(f"{flag} {text!r}: count:N needs N of at least 1 (or use none)")
+        return GpuRequest(text, "count", count=int(number))
+    parts = [part.strip() for part in spec.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise DeviceError(f"{flag} {text!r} is not one of {GPUS_FORMS}")
+    ids = tuple(int(part) for part in parts)
+    if len(set(ids)) != len(ids):
+        raise DeviceError(f"{flag} {text!r} names a GPU twice")
+    return GpuRequest(text, "ids", ids=ids)
+
+
+def check_memory_fraction(fraction: float | None, flag: str = "--gpu-memory-fraction") -> None:
+    if fraction is not None and not 0.0 < fraction <= 1.0:
+        raise DeviceError(f"{flag} must be in (0, 1], got {fraction:g}")
+
+
+# --------------------------------------------------------------------------- the plan
+
+@dataclass(frozen=True)
+class TaskDevice:
+    """Where one task runs, and what its process is given to get there."""
+
+    job: str
+    index: int
+    gpu: int | None  # the GPU's id as the planning process sees it; None: CPU
+    device: str  # the tf.device of the task's own ops
+    mechanism: str  # ENV_MECHANISM or CONFIG_MECHANISM
+    env: Mapping[str, str] = field(default_factory=dict)  # set in the task's environment
+    flags: tuple[str, ...] = ()  # extra a3c_graph.worker flags
+    config: Mapping[str, dict] = field(default_factory=dict)  # ConfigProto settings
+
+    @property
+    def label(self) -> str:
+        return f"{self.job} {self.index}"
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu is not None
+
+    def to_json(self) -> dict:
+        return {"task": f"{self.job}:{self.index}", "job": self.job, "index": self.index,
+                "device": self.device, "gpu": self.gpu, "env": dict(self.env),
+                "flags": list(self.flags), "config": {k: dict(v) for k, v in self.config.items()}}
+
+
+def task_device(job: str, index: int, gpu: int | None, mechanism: str,
+                memory_fraction: float | None = None, env: Mapping[str, str] | None = None,
+                physical: str | None = None, hide_gpus: bool = False) -> TaskDevice:
+    """One task's device, expressed through `mechanism` only.
+
+    ENV_MECHANISM: a GPU task gets CUDA_VISIBLE_DEVICES=`physical` (so TF sees it as GPU:0)
+    and an empty visible_device_list; a CPU task gets CUDA_VISIBLE_DEVICES=-1 when there are
+    GPUs around to hide (`hide_gpus`). CONFIG_MECHANISM: a GPU task gets
+    visible_device_list=`gpu` and the flag --gpu; the environment is left alone. Either way a
+    CPU task's ConfigProto asks for no GPU device (device_count {"GPU": 0}).
+    """
+    env = dict(env or {})
+    flags: list[str] = []
+    if gpu is None:
+        device = (f"/job:ps/task:{index}/device:CPU:0" if job == "ps"
+                  else f"/job:{job}/task:{index}/cpu:0")
+        if mechanism == ENV_MECHANISM and hide_gpus:
+            env[CUDA_ENV] = HIDE_ALL_GPUS
+        config: dict = {"device_count": {"GPU": 0}}
+    else:
+        device = f"/job:{job}/task:{index}/device:GPU:0"
+        options: dict = {"visible_device_list": ""}
+        if mechanism == ENV_MECHANISM:
+            if physical is not None:
+                env[CUDA_ENV] = physical
+        else:
+            options["visible_device_list"] = str(gpu)
+            flags += ["--gpu", str(gpu)]
+        if memory_fraction is None:
+            options["allow_growth"] = True
+        else:
+            options["allow_growth"] = False
+            options["per_process_gpu_memory_fraction"] = memory_fraction
+            flags.append(f"--gpu-memory-fraction={memory_fraction:g}")
+        config = {"gpu_options": options}
+    return TaskDevice(job=job, index=index, gpu=gpu, device=device, mechanism=mechanism,
+                      env=env, flags=tuple(flags), config=config)
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """Every planned task's device: ps on CPU, workers round-robin over the GPUs."""
+
+    request: GpuRequest
+    inventory: GpuInventory
+    gpus: tuple[int, ...]  # GPU ids used, as the planning process sees them
+    mechanism: str
+    memory_fraction: float | None
+    tasks: tuple[TaskDevice, ...]
+    missing: tuple[int, ...] = ()  # planned GPU ids this machine does not show
+    notes: tuple[str, ...] = ()  # said once, e.g. "--gpus auto found no GPU"
+
+    def for_task(self, job: str, index: int) -> TaskDevice:
+        for task in self.tasks:
+            if (task.job, task.index) == (job, index):
+                return task
+        raise KeyError(f"{job} {index} is not in the plan")
+
+    def check_visible(self, flag: str = "--gpus") -> None:
+        """DeviceError unless every planned GPU is visible here (a real start needs them)."""
+        if self.missing:
+            raise DeviceError(f"{flag} {self.request.text}: {_gpus_are(self.missing)} not "
+                              f"visible: {self.inventory.describe()}")
+
+    def missing_warning(self) -> str | None:
+        if not self.missing:
+            return None
+        return (f"{_gpus_are(self.missing)} not visible: {self.inventory.describe()}; the plan "
+                "is for a machine that has them, a start here fails")
+
+    def memory_text(self) -> str:
+        if self.memory_fraction is None:
+            return "allow_growth"
+        return f"per_process_gpu_memory_fraction {self.memory_fraction:g}"
+
+    def summary_line(self) -> str:
+        """One line for the launcher: which tasks share which GPU."""
+        if not self.gpus:
+            return "devices: every task on CPU"
+        parts = []
+        cpu = [t.label for t in self.tasks if not t.on_gpu]
+        if cpu:
+            parts.append(f"{', '.join(cpu)} on CPU")
+        for gpu in self.gpus:
+            on = [t.label for t in self.tasks if t.gpu == gpu]
+            if on:
+                parts.append(f"{', '.join(on)} on GPU {gpu}")
+        return f"devices: {'; '.join(parts)} (by {self.mechanism}; {self.memory_text()})"
+
+    def to_json(self) -> dict:
+        inv = self.inventory
+        return {
+            "gpus": self.request.text,
+            "gpu_ids": list(self.gpus),
+            "mechanism": self.mechanism,
+            "memory": ({"allow_growth": True} if self.memory_fraction is None
+                       else {"per_process_gpu_memory_fraction": self.memory_fraction}),
+            "visible_here": {"gpu_ids": list(range(inv.count)), "source": inv.source,
+                             CUDA_ENV: inv.cuda_visible_devices},
+            "missing_here": list(self.missing),
+            "tasks": [task.to_json() for task in self.tasks],
+        }
+
+    def table(self) -> str:
+        head = (f"--gpus {self.request.text}: "
+                + (f"GPU(s) {_ids(self.gpus)}" if self.gpus else "CPU only")
+                + f"; per task by {self.mechanism}; memory: {self.memory_text()}")
+        rows = [("task", "device", "environment", "worker flags", "ConfigProto")]
+        for task in self.tasks:
+            rows.append((task.label, task.device,
+                         " ".join(f"{k}={v}" for k, v in sorted(task.env.items())) or "-",
+                         " ".join(task.flags) or "-", _config_text(task.config)))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+        lines = [head, f"on this machine: {self.inventory.describe()}"]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+            lines.append("  ".join([*cells, row[-1]]).rstrip())
+        return "\n".join(lines)
+
+
+def _config_text(config: Mapping[str, dict]) -> str:
+    def value(v):
+        return json.dumps(v) if isinstance(v, (bool, str)) else f"{v:g}"
+    return "; ".join(f"{name} {{{', '.join(f'{k}: {value(v)}' for k, v in sorted(opts.items()))}}}"
+                     for name, opts in config.items())
+
+
+def plan_devices(tasks: Sequence[tuple[str, int]], gpus: str | GpuRequest = "none",
+                 memory_fraction: float | None = None, mechanism: str = ENV_MECHANISM,
+                 inventory: GpuInventory | None = None) -> DevicePlan:
+    """The device of each (job, index) in `tasks`; DeviceError for a plan that cannot work.
+
+    Workers take the GPUs round-robin in the order given; planned GPUs this machine does not
+    show are listed in `missing` (a dry run may plan for another machine; check_visible()
+    before a real start).
+    """
+    request = parse_gpus(gpus) if isinstance(gpus, str) else gpus
+    check_memory_fraction(memory_fraction)
+    if mechanism not in (ENV_MECHANISM, CONFIG_MECHANISM):
+        raise DeviceError(f"unknown mechanism {mechanism!r}")
+    inventory = detect_gpus() if inventory is None else inventory
+    notes: list[str] = []
+    if request.kind == "none":
+        ids: tuple[int, ...] = ()
+    elif request.kind == "auto":
+        ids = tuple(range(inventory.count))
+        if not ids:
+            notes.append(f"--gpus auto: {inventory.describe()}; every task runs on CPU")
+    elif request.kind == "count":
+        ids = tuple(range(request.count))
+    else:
+        ids = request.ids
+    missing = tuple(gpu for gpu in ids if gpu >= inventory.count)
+    # GPUs around (used by the plan, or on this machine): the env plan hides them from CPU tasks.
+    hide = bool(ids) or inventory.count > 0
+    workers = [key for key in tasks if key[0] == "worker"]
+    planned = []
+    for job, index in tasks:
+        gpu = ids[workers.index((job, index)) % len(ids)] if ids and job == "worker" else None
+        planned.append(task_device(
+            job, index, gpu, mechanism, memory_fraction,
+            physical=None if gpu is None else inventory.physical_id(gpu), hide_gpus=hide))
+    plan = DevicePlan(request=request, inventory=inventory, gpus=ids, mechanism=mechanism,
+                      memory_fraction=memory_fraction, tasks=tuple(planned), missing=missing,
+                      notes=tuple(notes))
+    _check_memory_shares(plan)
+    return plan
+
+
+def _check_memory_shares(plan: DevicePlan) -> None:
+    """DeviceError if the tasks sharing a GPU would ask for more than all of its memory."""
+    fraction = plan.memory_fraction
+    if fraction is None:
+        return
+    for gpu in plan.gpus:
+        sharing = [t.label for t in plan.tasks if t.gpu == gpu]
+        if len(sharing) * fraction > 1.0 + 1e-9:
+            raise DeviceError(
+                f"--gpu-memory-fraction {fraction:g} does not fit: {len(sharing)} tasks share "
+                f"GPU {gpu} ({', '.join(sharing)}) and {len(sharing)} x {fraction:g} > 1; "
+                f"use at most {int(1000 / len(sharing)) / 1000:g}")
+
+
+def process_task_device(job: str, index: int, gpu: int | None,
+                        memory_fraction: float | None = None,
+                        environ: Mapping[str, str] | None = None,
+                        inventory: GpuInventory | None = None) -> TaskDevice:
+    """The device of the task running in this process (a3c_graph.worker), before TF starts.
+
+    `--gpu ID` chooses by visible_device_list (ID counts within CUDA_VISIBLE_DEVICES). Without
+    it a worker whose CUDA_VISIBLE_DEVICES shows it a GPU (what the launcher sets) uses
+    GPU:0 of those, with an empty visible_device_list; otherwise it runs on CPU. A ps is
+    always on CPU.
+    """
+    environ = os.environ if environ is None else environ
+    check_memory_fraction(memory_fraction)
+    if gpu is not None and job != "worker":
+        raise DeviceError(f"--gpu is for worker tasks; a {job} task always runs on CPU")
+    if gpu is not None and gpu < 0:
+        raise DeviceError(f"--gpu must be a GPU id (0 or more), got {gpu}")
+    needs_inventory = gpu is not None or (job == "worker" and CUDA_ENV in environ)
+    if inventory is None and needs_inventory:
+        inventory = detect_gpus(environ)
+    if gpu is not None:
+        if gpu >= inventory.count:
+            raise DeviceError(f"--gpu {gpu} is not visible: {inventory.describe()}")
+        return task_device(job, index, gpu, CONFIG_MECHANISM, memory_fraction)
+    if needs_inventory and inventory.count:
+        return task_device(job, index, 0, ENV_MECHANISM, memory_fraction,
+                           env={CUDA_ENV: environ[CUDA_ENV]})
+    cpu_env = {CUDA_ENV: environ[CUDA_ENV]} if CUDA_ENV in environ else {}
+    return task_device(job, index, None, ENV_MECHANISM if cpu_env else CONFIG_MECHANISM,
+                       env=cpu_env)
+
+
+def describe_task(task: TaskDevice) -> str:
+    """"worker 0 on /job:worker/task:0/device:GPU:0 (CUDA_VISIBLE_DEVICES=1, allow_growth)"."""
+    how = [f"{k}={v}" for k, v in sorted(task.env.items())]
+    options = task.config.get("gpu_options", {})
+    if options.get("visible_device_list"):
+        how.append(f"visible_device_list={options['visible_device_list']}")
+    if task.on_gpu:
+        how.append("allow_growth" if options.get("allow_growth") else
+                   f"per_process_gpu_memory_fraction={options['per_process_gpu_memory_fraction']:g}")
+    return f"{task.label} on {task.device}" + (f" ({', '.join(how)})" if how else "")
+
+
+def apply_to_config(config, task: TaskDevice):
+    """Write the task's device settings into a tf.compat.v1.ConfigProto; returns it."""
+    for name, count in task.config.get("device_count", {}).items():
+        config.device_count[name] = count
+    for name, value in task.config.get("gpu_options", {}).items():
+        setattr(config.gpu_options, name, value)
+    return config
+
+
+# --------------------------------------------------------------------------- several graphs
+
+DEVICE_PATTERN = re.compile(r"^/?(?:device:)?(cpu|gpu):(\d+)$", re.IGNORECASE)
+
+
+def parse_device_list(text: str, flag: str = "--devices") -> list[str]:
+    """["/device:CPU:0", "/device:GPU:1", ...] of "cpu:0,gpu:1" (also "/device:GPU:1")."""
+    devices = []
+    for part in (p.strip() for p in text.split(",")):
+        match = DEVICE_PATTERN.match(part)
+        if not match:
+            raise DeviceError(f"{flag} entry {part!r} is not a device like cpu:0 or gpu:1")
+        devices.append(f"/device:{match.group(1).upper()}:{int(match.group(2))}")
+    return devices
+
+
+def check_devices_visible(devices: Sequence[str], inventory: GpuInventory | None = None,
+                          flag: str = "--devices") -> None:
+    """DeviceError if a GPU of `devices` is not visible to this process."""
+    wanted = sorted({int(d.rsplit(":", 1)[1]) for d in devices if ":GPU:" in d})
+    if not wanted:
+        return
+    inventory = detect_gpus() if inventory is None else inventory
+    missing = [gpu for gpu in wanted if gpu >= inventory.count]
+    if missing:
+        raise DeviceError(f"{flag}: {_gpus_are(missing)} not visible: {inventory.describe()}")
+
+
+def shared_session_config(devices: Sequence[str], memory_fraction: float | None = None):
+    """One ConfigProto for every session of a process that runs graphs on `devices`.
+
+    GPU options are process-wide, so all sessions get this same object. It asks for as many
+    logical CPU devices as the highest cpu:N needs (so cpu:1 is a device of its own, not
+    silently cpu:0), and soft placement for ops without a kernel on their device.
+    """
+    import tensorflow as tf
+
+    cpus = 1 + max([int(d.rsplit(":", 1)[1]) for d in devices if ":CPU:" in d] or [0])
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=True, device_count={"CPU": cpus})
+    if memory_fraction is None:
+        config.gpu_options.allow_growth = True
+    else:
+        config.gpu_options.per_process_gpu_memory_fraction = memory_fraction
+    return config
+
+
+def devices_that_ran(run_metadata, graph) -> list[str]:
+    """Devices on which ops of `graph` ran in a traced session.run (feeds, fetches and
+    TF's own bookkeeping nodes are left out)."""
+    names = {op.name for op in graph.get_operations()}
+    return sorted({stats.device for stats in run_metadata.step_stats.dev_stats
+                   if any(node.node_name in names for node in stats.node_stats)})
+
+
+# --------------------------------------------------------------------------- command line
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise DeviceError(f"{message} (see {self.prog} --help)")
+
+
+def add_gpu_arguments(parser: argparse.ArgumentParser, default: str = "none") -> None:
+    """--gpus and --gpu-memory-fraction, as the launcher and `plan` take them."""
+    parser.add_argument("--gpus", default=default, metavar="SPEC",
+                        help=f"GPUs for the workers: {GPUS_FORMS} (ids as this process sees "
+                             f"them). ps tasks always run on CPU; workers take the GPUs "
+                             f"round-robin (default: {default}).")
+    parser.add_argument("--gpu-memory-fraction", type=float, default=None, metavar="F",
+                        help="per_process_gpu_memory_fraction of each GPU task instead of "
+                             "allow_growth; the tasks sharing a GPU must fit in it.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=PROG, allow_abbrev=False,
+                            description="Show which device each task of a cluster would use.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="plan",
+                                     parser_class=_OneLineParser)
+    plan = commands.add_parser("plan", allow_abbrev=False,
+                               help="Print the device plan of a cluster.")
+    plan.add_argument("--workers", type=int, default=2, help="Worker tasks (default: 2).")
+    plan.add_argument("--ps", type=int, default=1, help="ps tasks (default: 1).")
+    add_gpu_arguments(plan)
+    plan.add_argument("--mechanism", choices=sorted(MECHANISMS), default="env",
+                      help="env: CUDA_VISIBLE_DEVICES per task, as the launcher starts them "
+                           "(default); config: visible_device_list, as tasks started by hand "
+                           "with --gpu ID.")
+    plan.add_argument("--json", action="store_true", help="Print the plan as JSON.")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        for flag in ("workers", "ps"):
+            if getattr(args, flag) < 1:
+                raise DeviceError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+        tasks = [("ps", i) for i in range(args.ps)] + [("worker", i) for i in range(args.workers)]
+        plan = plan_devices(tasks, args.gpus, args.gpu_memory_fraction,
+                            MECHANISMS[args.mechanism])
+    except DeviceError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    for note in plan.notes:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    warning = plan.missing_warning()
+    if warning:
+        print(f"{PROG}: warning: {warning}", file=sys.stderr)
+    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.table())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

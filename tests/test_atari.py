@@ -1,0 +1,113 @@
+"""Atari through ale-py: Gymnasium's preprocessing, the env batch, and a 2-worker Pong run of a
+few rollouts through the real launcher, evaluated and recorded.
+
+Needs the atari extra (pip install -e '.[atari]'); without ale-py every test here is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ale_py", reason="the atari extra is not installed: "
+                                      "pip install -e '.[atari]'")
+
+from a3c_graph.config import resolve_config  # noqa: E402
+from a3c_graph.envs import EnvBatch, env_info, env_options, make_env  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PONG = "ALE/Pong-v5"
+
+
+def test_pong_observations_are_four_stacked_84x84_grayscale_frames():
+    info = env_info(PONG)
+    assert info.obs_shape == (4, 84, 84)
+    assert info.obs_dtype == np.uint8
+    assert info.num_actions == 6  # Pong's minimal action set
+    assert info.frame_skip == 4
+
+
+def test_preprocessing_is_gymnasiums_with_ale_v5_defaults():
+    env = make_env(PONG)
+    try:
+        assert type(env).__name__ == "FrameStackObservation"
+        preprocessing = env.env
+        assert type(preprocessing).__name__ == "AtariPreprocessing"
+        assert preprocessing.frame_skip == 4 and preprocessing.noop_max == 30
+        ale_env = env.unwrapped
+        assert ale_env._frameskip == 1  # the frame skip is AtariPreprocessing's
+        assert ale_env.ale.getFloat("repeat_action_probability") == pytest.approx(0.25)
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+        obs, *_ = env.step(0)
+        assert obs.shape == (4, 84, 84) and obs.max() > 0
+    finally:
+        env.close()
+
+
+def test_flags_turn_off_sticky_actions_and_turn_on_the_full_action_space():
+    config = resolve_config({"env": PONG, "repeat_action_probability": 0.0,
+                             "full_action_space": True})
+    env = make_env(PONG, **env_options(config))
+    try:
+        assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.0
+        assert env.action_space.n == 18
+    finally:
+        env.close()
+    assert env_info(PONG, **env_options(config)).num_actions == 18
+
+
+def test_env_batch_steps_uint8_frames():
+    batch = EnvBatch(PONG, 2, seed=0)
+    try:
+        assert batch.observe().shape == (2, 4, 84, 84) and batch.observe().dtype == np.uint8
+        step = batch.step(np.array([0, 1]))
+        assert step.next_obs.shape == step.final_obs.shape == (2, 4, 84, 84)
+        assert step.next_obs.dtype == np.uint8
+        assert step.reward.shape == step.terminated.shape == step.truncated.shape == (2,)
+    finally:
+        batch.close()
+
+
+def test_pong_picks_the_atari_preset_and_the_cnn():
+    from a3c_graph.config import resolve_policy
+
+    config = resolve_config({"env": PONG})
+    assert config.hidden_sizes == (256,) and config.target_return == 18.0
+    assert resolve_policy(config.policy, env_info(PONG).obs_shape) == ("cnn", False)
+    assert resolve_policy("lstm", env_info(PONG).obs_shape) == ("cnn", True)
+
+
+@pytest.mark.e2e
+def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tmp_path):
+    logdir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    # A few rollouts: each worker's rollout is 20 steps of 4 envs (the atari preset).
+    result = subprocess.run(
+        [str(REPO / "scripts" / "launch_cluster.sh"), "--env", PONG, "--workers", "2",
+         "--max-steps", "400", "--max-seconds", "90", "--logdir", str(logdir)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary == json.loads((logdir / "summary.json").read_text())
+    assert summary["env"] == PONG and summary["workers"] == 2
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 400, summary
+    assert summary["target_return"] == 18.0
+    assert summary["env_steps_per_sec"] > 0
+    assert any(line.startswith("[") and "steps/s" in line for line in result.stdout.splitlines())
+
+    played = subprocess.run(
+        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "1",
+         "--record"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)})
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 1
+    videos = list((logdir / "videos").glob("*.mp4"))
+    assert len(videos) == 1 and videos[0].stat().st_size > 1000, videos

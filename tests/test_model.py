@@ -1,0 +1,273 @@
+"""The networks of a3c_graph.model: output shapes, the LSTM's state resets, the learner's replay
+of a rollout, and the state an actor carries from rollout to rollout.
+
+None of these need the Atari extra: image networks are checked on made-up uint8 images.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from a3c_graph.config import resolve_config
+from a3c_graph.envs import EnvBatch
+from a3c_graph.model import (
+    ActorCriticCNN,
+    ActorCriticLSTM,
+    ActorCriticMLP,
+    build_network,
+    reset_state,
+    values_of_next_obs,
+)
+from a3c_graph.rollout import build_rollout
+
+tf1 = tf.compat.v1
+REPO = Path(__file__).resolve().parents[1]
+ATARI_SHAPE = (4, 84, 84)
+
+
+def run(fetches, feed=None):
+    """Evaluate `fetches` of the default graph with freshly initialized variables."""
+    with tf1.Session() as session:
+        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+        return session.run(fetches, feed)
+
+
+def images(shape, seed=0):
+    return np.random.RandomState(seed).randint(0, 256, shape).astype(np.uint8)
+
+
+@pytest.fixture(autouse=True)
+def fresh_graph():
+    with tf.Graph().as_default():
+        tf1.set_random_seed(0)
+        yield
+
+
+# --------------------------------------------------------------------------- choice
+
+@pytest.mark.parametrize("policy, obs_shape, kind", [
+    ("auto", (4,), ActorCriticMLP),
+    ("auto", ATARI_SHAPE, ActorCriticCNN),
+    ("mlp", ATARI_SHAPE, ActorCriticMLP),
+    ("cnn", ATARI_SHAPE, ActorCriticCNN),
+    ("lstm", (4,), ActorCriticLSTM),
+    ("lstm", ATARI_SHAPE, ActorCriticLSTM),
+])
+def test_build_network_picks_the_network_from_policy_and_observations(policy, obs_shape, kind):
+    network = build_network(obs_shape, 6, resolve_config({"policy": policy}), "net")
+    assert type(network) is kind
+    assert network.recurrent is (kind is ActorCriticLSTM)
+
+
+def test_cnn_policy_on_vector_observations_is_refused():
+    with pytest.raises(ValueError, match="--policy cnn needs image observations"):
+        build_network((4,), 2, resolve_config({"policy": "cnn"}), "net")
+
+
+# --------------------------------------------------------------------------- shapes
+
+def test_cnn_outputs_and_variables():
+    network = ActorCriticCNN(ATARI_SHAPE, 6, (256,), "net")
+    logits, values = network(tf.constant(images([5, *ATARI_SHAPE])))
+    logits, values = run([logits, values])
+    assert logits.shape == (5, 6) and values.shape == (5,)
+    assert np.all(np.isfinite(logits)) and np.all(np.isfinite(values))
+    shapes = {v.name: v.shape.as_list() for v in network.variables}
+    # Four 3x3 stride-2 convolutions of 32 filters: 84 -> 42 -> 21 -> 11 -> 6.
+    assert shapes["net/torso/conv0/kernel:0"] == [3, 3, 4, 32]
+    assert shapes["net/torso/conv3/kernel:0"] == [3, 3, 32, 32]
+    assert shapes["net/torso/fc0/weights:0"] == [6 * 6 * 32, 256]
+    assert shapes["net/policy/weights:0"] == [256, 6]
+    assert shapes["net/value/weights:0"] == [256, 1]
+
+
+def test_cnn_takes_single_channel_images():
+    network = ActorCriticCNN((20, 30), 3, (16,), "net")
+    logits, values = run(network(tf.constant(images([2, 20, 30]))))
+    assert logits.shape == (2, 3) and values.shape == (2,)
+
+
+@pytest.mark.parametrize("obs_shape", [(4,), (4, 24, 24)])
+def test_lstm_step_and_unroll_shapes(obs_shape):
+    T, B, H = 3, 2, 8
+    network = ActorCriticLSTM(obs_shape, 5, (16,), H, "cnn" if len(obs_shape) > 1 else "mlp",
+                              "net")
+    assert network.state_shape == (2, H)
+    obs = tf.constant(images([T, B, *obs_shape]))
+    step = network.step(obs[0], network.initial_state(B))
+    unrolled = network.unroll(obs, obs, network.initial_state(B), tf.zeros([T, B], tf.bool))
+    (logits, values, state), (u_logits, u_values, u_next) = run([step, unrolled])
+    assert (logits.shape, values.shape, state.shape) == ((B, 5), (B,), (B, 2, H))
+    assert (u_logits.shape, u_values.shape, u_next.shape) == ((T * B, 5), (T * B,), (T * B,))
+
+
+# --------------------------------------------------------------------------- LSTM state
+
+def test_reset_state_zeroes_exactly_the_envs_whose_episode_ended():
+    state = tf.constant(np.arange(1, 13, dtype=np.float32).reshape(3, 2, 2))
+    out = run(reset_state(state, tf.constant([False, True, False])))
+    np.testing.assert_array_equal(out[1], 0.0)
+    np.testing.assert_array_equal(out[[0, 2]], np.arange(1, 13).reshape(3, 2, 2)[[0, 2]])
+
+
+def test_after_a_reset_the_lstm_steps_exactly_as_from_the_zero_state():
+    B, H = 3, 8
+    network = ActorCriticLSTM((4,), 2, (16,), H, "mlp", "net")
+    obs = tf.constant(np.random.RandomState(1).normal(size=[B, 4]).astype(np.float32))
+    carried = tf.constant(np.random.RandomState(2).normal(size=[B, 2, H]).astype(np.float32))
+    done = tf.constant([True, False, True])
+    after_reset = network.step(obs, reset_state(carried, done))
+    from_zero = network.step(obs, network.initial_state(B))
+    from_carried = network.step(obs, carried)
+    (l_reset, v_reset, s_reset), (l_zero, v_zero, s_zero), (_, _, s_carried) = run(
+        [after_reset, from_zero, from_carried])
+    np.testing.assert_array_equal(s_reset[[0, 2]], s_zero[[0, 2]])
+    np.testing.assert_array_equal(v_reset[[0, 2]], v_zero[[0, 2]])
+    np.testing.assert_array_equal(s_reset[1], s_carried[1])  # no reset: the carried state
+    assert not np.allclose(s_zero[1], s_carried[1])  # (so the check above means something)
+
+
+def test_learner_replay_matches_acting_step_by_step_with_the_same_resets():
+    T, B, H = 5, 3, 8
+    network = ActorCriticLSTM((4,), 2, (16,), H, "mlp", "net")
+    rng = np.random.RandomState(3)
+    done_np = np.zeros([T, B], bool)
+    done_np[1, 0] = done_np[3, 2] = done_np[4, 1] = True
+    # As in a rollout: s_{t+1} is the next step's s_t, except where an episode ended.
+    obs_np = rng.normal(size=[T, B, 4]).astype(np.float32)
+    next_obs_np = np.concatenate([obs_np[1:], rng.normal(size=[1, B, 4])]).astype(np.float32)
+    next_obs_np[done_np] = rng.normal(size=[done_np.sum(), 4])
+    obs, next_obs, done = tf.constant(obs_np), tf.constant(next_obs_np), tf.constant(done_np)
+    initial = tf.constant(rng.normal(size=[B, 2, H]).astype(np.float32))
+    logits, values, next_values = network.unroll(obs, next_obs, initial, done)
+
+    # Acting: the state is zeroed after a step that ended an episode; s_{t+1} is valued from
+    # the state right after step t.
+    state, step_logits, step_values, step_next = initial, [], [], []
+    for t in range(T):
+        l_t, v_t, after = network.step(obs[t], state)
+        step_logits.append(l_t)
+        step_values.append(v_t)
+        step_next.append(network.step(next_obs[t], after)[1])
+        state = reset_state(after, done[t])
+    got, want = run([(logits, values, next_values),
+                     (tf.concat(step_logits, 0), tf.concat(step_values, 0),
+                      tf.concat(step_next, 0))])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_values_of_next_obs_reuse_the_rollouts_own_values():
+    T, B = 4, 3
+    rng = np.random.RandomState(4)
+    done = np.zeros([T, B], bool)
+    done[1, 2] = done[2, 0] = True
+    # A rollout: s_{t+1} is the next s_t unless the episode ended (then its final obs).
+    obs = rng.normal(size=[T, B, 2]).astype(np.float32)
+    next_obs = np.concatenate([obs[1:], rng.normal(size=[1, B, 2])]).astype(np.float32)
+    next_obs[done] = rng.normal(size=[done.sum(), 2])
+    weights = tf.constant([[1.5], [-2.0]])
+    value = lambda x: tf.matmul(tf.reshape(x, [-1, 2]), weights)[:, 0]  # noqa: E731
+    asked = []
+
+    def value_of(indices):
+        asked.append(indices)
+        return value(tf.gather_nd(next_obs, indices))
+
+    reused = values_of_next_obs(tf.reshape(value(obs), [T, B]), tf.constant(done), value_of)
+    got, want, indices = run([reused, tf.reshape(value(next_obs), [T, B]), asked[0]])
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    # Only the last step and the two ended episodes were valued afresh.
+    assert sorted(map(tuple, indices)) == [(1, 2), (2, 0), (3, 0), (3, 1), (3, 2)]
+
+
+# --------------------------------------------------------------------------- rollouts
+
+SHORT_ENV_ID = "A3CTestCartPoleFive-v0"
+
+
+@pytest.fixture(scope="module")
+def five_step_cartpole() -> str:
+    """CartPole truncated after 5 steps: episodes end at known steps."""
+    if SHORT_ENV_ID not in gym.registry:
+        gym.register(id=SHORT_ENV_ID,
+                     entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+                     max_episode_steps=5)
+    return SHORT_ENV_ID
+
+
+def test_actor_carries_the_lstm_state_across_rollouts_and_zeroes_it_at_episode_ends(
+        five_step_cartpole):
+    T, B, H = 3, 2, 8
+    batch = EnvBatch(five_step_cartpole, B, seed=0)
+    network = ActorCriticLSTM((4,), 2, (16,), H, "mlp", "net")
+
+    def policy(obs, state):
+        logits, _, after = network.step(obs, state)
+        return tf.cast(tf.argmax(logits, axis=-1), tf.int32), after
+
+    rollout = build_rollout(batch, policy, T, state_shape=network.state_shape)
+    [carried] = [v for v in tf1.local_variables() if "carried_state" in v.name]
+    with tf1.Session() as session:
+        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+        first = session.run(rollout)
+        after_first = session.run(carried)
+        second = session.run(rollout)  # episode steps 4, 5 (truncated at t=1), then 1
+        after_second = session.run(carried)
+    batch.close()
+
+    np.testing.assert_array_equal(first["initial_state"], 0.0)
+    assert not first["truncated"].any() and np.abs(after_first).min(axis=(1, 2)).all() > 0
+    # The next rollout starts where the last one stopped.
+    np.testing.assert_array_equal(second["initial_state"], after_first)
+    assert second["truncated"][1].all() and not second["truncated"][[0, 2]].any()
+
+    # The learner's replay of the second rollout from its initial state, with its resets,
+    # ends in the state the actor carried on with.
+    done = np.logical_or(second["terminated"], second["truncated"])
+    state = tf.constant(second["initial_state"])
+    for t in range(T):
+        state = reset_state(network.step(second["obs"][t], state)[2], done[t])
+    replayed_zero_start = network.step(second["obs"][2], network.initial_state(B))[2]
+    with tf1.Session() as session:
+        session.run(tf1.global_variables_initializer())
+        replayed, zero_start = session.run([state, replayed_zero_start])
+    np.testing.assert_allclose(replayed, after_second, rtol=1e-5, atol=1e-6)
+    # ...which, since every episode restarted at t=2, is one step from the zero state.
+    np.testing.assert_allclose(after_second, zero_start, rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- smoke run
+
+@pytest.mark.e2e
+def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
+    logdir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    result = subprocess.run(
+        [str(REPO / "scripts" / "launch_cluster.sh"), "--policy", "lstm", "--workers", "2",
+         "--max-steps", "600", "--rollout-length", "16", "--envs-per-worker", "4",
+         "--logdir", str(logdir)],
+        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 600, summary
+    assert summary["episodes"] > 0
+    config = json.loads((logdir / "config.json").read_text())
+    assert config["policy"] == "lstm"
+    # The checkpoint holds the LSTM, and evaluation rebuilds it from config.json.
+    played = subprocess.run(
+        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir",
+         str(logdir), "--episodes", "2"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)})
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
