@@ -1,0 +1,580 @@
+"""The benchmark harness: the same A3C three ways, measured side by side.
+
+    python -m benchmarks.run --env CartPole-v1 --workers 2 --seeds 3 --max-seconds 300 \\
+        [--variants graph,tf2_mp,tf2_ray] [--scaling 1,2,4] [--scaling-seconds 60] \\
+        [--out DIR] [any A3C flag, e.g. --rollout-length 16]
+
+Variants (each started as its own subprocess, in its own session):
+  graph    scripts/launch_cluster.sh start: the ps/worker cluster, the code path a user's
+           command takes
+  tf2_mp   python -m benchmarks.tf2_multiprocessing
+  tf2_ray  python -m benchmarks.tf2_ray
+
+Runs are interleaved seed by seed (seed 0: graph, tf2_mp, tf2_ray; seed 1: ...), so a
+change in the machine's load hits every variant alike. A run lasts until it is solved or
+its --max-seconds are spent. With --scaling, each variant then runs once per worker count
+with the shorter --scaling-seconds budget. Every run gets the same A3C flags.
+
+Measured per run, from the progress files every variant writes (a3c_graph.worker's format)
+and from the process tree, sampled every SAMPLE_SECS:
+  steps_per_sec       env steps from the first progress report with env_steps > 0 to the
+                      last, over the time between them (start-up excluded)
+  time_to_solve_s     launch -> the first worker's report that the run is solved (wall
+                      clock, start-up included); None if not solved
+  env_steps_to_solve  the global env steps in that report
+  startup_s           launch -> the first progress report with env_steps > 0
+  peak_memory_mb      peak of the summed RSS of the variant's whole process tree (shared
+                      pages, e.g. Ray's object store, count once per process that maps them)
+  return_curve        [seconds since launch, env steps, mean return(100)] per report
+
+Writes <out>/results.json (records, per-variant medians, machine info), results.md (the
+table this prints at the end), PNG plots, logs/<run>.log and runs/<run>/ (each run's
+--logdir). <out> defaults to benchmarks/results/<YYYYmmdd-HHMMSS>. After each run every
+process seen in its tree must be gone before the next starts; leftovers are ended by pid
+and listed in the record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, NoReturn
+
+import psutil
+
+from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
+from a3c_graph.launch import LaunchError, Totals, read_progress, resolve_target_return, run_totals
+from benchmarks import runtime
+
+PROG = "benchmarks.run"
+REPO = Path(__file__).resolve().parents[1]
+VARIANTS = ("graph", "tf2_mp", "tf2_ray")
+SAMPLE_SECS = 0.5
+# A variant stops itself at --max-seconds (counted once it is up); the harness only
+# steps in after this much more, for start-up and a stuck run.
+OVERRUN_SECS = 180.0
+# SIGTERM -> SIGKILL for a run that has to be stopped by the harness.
+STOP_TIMEOUT_SECS = 30.0
+# After a run's root exits, how long the rest of its tree gets to exit on its own.
+LEFTOVER_TIMEOUT_SECS = 15.0
+MEDIAN_KEYS = ("steps_per_sec", "time_to_solve_s", "env_steps_to_solve", "startup_s",
+               "peak_memory_mb", "final_mean_return_100")
+RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "max_seconds", "command",
+               "logdir", "log", "exit_code", "stop_reason", "solved", "steps_per_sec",
+               "time_to_solve_s", "env_steps_to_solve", "startup_s", "peak_memory_mb",
+               "final_mean_return_100", "final_env_steps", "episodes", "wall_s",
+               "return_curve", "processes", "leftover_processes")
+
+
+class UsageError(Exception):
+    """Bad harness flags: one line on stderr, exit status 2."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+# --------------------------------------------------------------------------- plan
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of one variant."""
+
+    variant: str
+    seed: int
+    workers: int
+    max_seconds: float
+    phase: str  # "main" (the seeds) or "scaling"
+
+    @property
+    def name(self) -> str:
+        return f"{self.phase}-{self.variant}-w{self.workers}-seed{self.seed}"
+
+
+def plan_runs(variants: Sequence[str], seeds: int, base_seed: int, workers: int,
+              max_seconds: float, scaling: Sequence[int], scaling_seconds: float
+              ) -> list[RunSpec]:
+    """Main runs interleaved seed by seed, then one scaling run per worker count."""
+    runs = [RunSpec(v, base_seed + s, workers, max_seconds, "main")
+            for s in range(seeds) for v in variants]
+    runs += [RunSpec(v, base_seed, n, scaling_seconds, "scaling")
+             for n in scaling for v in variants]
+    return runs
+
+
+def variant_command(spec: RunSpec, config: A3CConfig, logdir: Path) -> list[str]:
+    """The command of one run: the variant's own entry point with the shared A3C flags."""
+    config = dataclasses.replace(config, seed=spec.seed, max_seconds=spec.max_seconds)
+    common = ["--workers", str(spec.workers), "--logdir", str(logdir), *config_to_argv(config)]
+    if spec.variant == "graph":
+        return [str(REPO / "scripts" / "launch_cluster.sh"), "start", *common]
+    module = {"tf2_mp": "benchmarks.tf2_multiprocessing", "tf2_ray": "benchmarks.tf2_ray"}
+    return [sys.executable, "-m", module[spec.variant], *common]
+
+
+def child_env() -> dict[str, str]:
+    """The harness's environment, with this repository importable and no TF_CONFIG (the
+    launcher would read it as a cluster to join)."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(REPO), env.get("PYTHONPATH", "")] if p)
+    return env
+
+
+# --------------------------------------------------------------------------- sampling
+
+@dataclass
+class Sampler:
+    """Samples one run: its process tree (memory, pids) and its progress files."""
+
+    root_pid: int
+    logdir: Path
+    launched: float
+    peak_rss: int = 0
+    processes: dict[tuple[int, float], psutil.Process] = field(default_factory=dict)
+    names: dict[tuple[int, float], str] = field(default_factory=dict)
+    progress: list[Totals] = field(default_factory=list)
+
+    def sample(self) -> None:
+        rss = 0
+        for proc in runtime.process_tree(self.root_pid):
+            try:
+                rss += proc.memory_info().rss
+                key = (proc.pid, proc.create_time())
+                if key not in self.processes:
+                    self.processes[key] = proc
+                    self.names[key] = _label(proc)  # while it is alive to tell
+            except psutil.Error:
+                continue  # ended between listing and reading: nothing to count
+        self.peak_rss = max(self.peak_rss, rss)
+        self.read_progress()
+
+    def read_progress(self) -> None:
+        totals = run_totals(read_progress(self.logdir))
+        if totals is not None and (not self.progress or totals.time > self.progress[-1].time):
+            self.progress.append(totals)
+
+
+def steps_per_sec(progress: Sequence[Totals]) -> float | None:
+    """Env steps/s after start-up: from the first report with env_steps > 0 to the last."""
+    counting = [t for t in progress if t.env_steps > 0]
+    if len(counting) < 2 or counting[-1].time <= counting[0].time:
+        return None
+    first, last = counting[0], counting[-1]
+    return (last.env_steps - first.env_steps) / (last.time - first.time)
+
+
+def startup_seconds(progress: Sequence[Totals], launched: float) -> float | None:
+    first = next((t for t in progress if t.env_steps > 0), None)
+    return None if first is None else first.time - launched
+
+
+def solve_report(logdir: Path) -> dict | None:
+    """The earliest final progress report that says the run is solved, if any."""
+    solved = [p for p in read_progress(logdir).values() if p.get("stop_reason") == "solved"]
+    return min(solved, key=lambda p: p.get("time") or 0.0, default=None)
+
+
+def _round(value: float | None, digits: int = 1) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+# --------------------------------------------------------------------------- one run
+
+def run_one(spec: RunSpec, config: A3CConfig, out: Path) -> dict[str, Any]:
+    """Start one run, sample it until it ends, make sure its processes are gone."""
+    logdir = out / "runs" / spec.name
+    log_path = out / "logs" / f"{spec.name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = variant_command(spec, config, logdir)
+    launched = time.time()
+    with open(log_path, "wb") as log:
+        popen = subprocess.Popen(command, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    sampler = Sampler(popen.pid, logdir, launched)
+    stop_reason = None
+    interrupted = False
+    try:
+        stop_reason = _sample_until_exit(popen, sampler, launched + spec.max_seconds
+                                         + OVERRUN_SECS)
+    except KeyboardInterrupt:
+        interrupted, stop_reason = True, "harness_interrupted"
+    finally:
+        # On every path, a Ctrl-C of the harness too: stop the run before anything else.
+        if popen.poll() is None:
+            _stop_run(popen, sampler)
+    ended = time.time()
+    sampler.read_progress()
+    leftovers = runtime.end_processes(sampler.processes.values(), LEFTOVER_TIMEOUT_SECS)
+    record = build_record(spec, command, logdir, log_path, popen.returncode, launched, ended,
+                          sampler, leftovers, stop_reason)
+    if interrupted:
+        raise RunInterrupted(record)
+    return record
+
+
+class RunInterrupted(Exception):
+    """The harness was interrupted during a run; carries the (partial) record of that run."""
+
+    def __init__(self, record: dict[str, Any]):
+        super().__init__(record["name"])
+        self.record = record
+
+
+def _sample_until_exit(popen: subprocess.Popen, sampler: Sampler, deadline: float) -> str | None:
+    while popen.poll() is None:
+        sampler.sample()
+        if time.time() >= deadline:
+            print(f"{PROG}: warning: run overran its budget by {OVERRUN_SECS:.0f} s; stopping it",
+                  file=sys.stderr, flush=True)
+            _stop_run(popen, sampler)
+            return "harness_deadline"
+        time.sleep(SAMPLE_SECS)
+    return None
+
+
+def _stop_run(popen: subprocess.Popen, sampler: Sampler) -> None:
+    """SIGTERM the run's root (every variant then stops its own processes in order);
+    SIGKILL the whole tree, by pid, if it does not end in time."""
+    sampler.sample()
+    popen.send_signal(signal.SIGTERM)
+    try:
+        popen.wait(timeout=STOP_TIMEOUT_SECS)
+    except subprocess.TimeoutExpired:
+        sampler.sample()
+        for proc in sampler.processes.values():
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        popen.wait(timeout=10)
+
+
+def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path,
+                 exit_code: int | None, launched: float, ended: float, sampler: Sampler,
+                 leftovers: list[str], stop_reason: str | None) -> dict[str, Any]:
+    progress = sampler.progress
+    final = progress[-1] if progress else None
+    solved = solve_report(logdir)
+    summary = _read_json(logdir / "summary.json")
+    record = {
+        "name": spec.name, "variant": spec.variant, "phase": spec.phase, "seed": spec.seed,
+        "workers": spec.workers, "max_seconds": spec.max_seconds,
+        "command": shlex.join(command), "logdir": str(logdir), "log": str(log_path),
+        "exit_code": exit_code,
+        "stop_reason": stop_reason or summary.get("stop_reason")
+        or (final.stop_reason if final else None),
+        "solved": solved is not None,
+        "steps_per_sec": _round(steps_per_sec(progress)),
+        "time_to_solve_s": _round(solved["time"] - launched, 2) if solved else None,
+        "env_steps_to_solve": int(solved["env_steps"]) if solved else None,
+        "startup_s": _round(startup_seconds(progress, launched), 2),
+        "peak_memory_mb": _round(sampler.peak_rss / 2**20),
+        "final_mean_return_100": final.mean_return_100 if final else None,
+        "final_env_steps": final.env_steps if final else 0,
+        "episodes": final.episodes if final else 0,
+        "wall_s": round(ended - launched, 2),
+        "return_curve": [[round(t.time - launched, 2), t.env_steps, t.mean_return_100]
+                         for t in progress],
+        "processes": [{"pid": pid, "create_time": created, "name": sampler.names[pid, created]}
+                      for pid, created in sorted(sampler.processes)],
+        "leftover_processes": leftovers,
+    }
+    return record
+
+
+def _label(proc: psutil.Process) -> str:
+    """The process name, or Ray's role title (ray::WorkerActor) where it set one."""
+    try:
+        argv0 = (proc.cmdline() or [""])[0]
+        return argv0 if argv0.startswith("ray::") else proc.name()
+    except psutil.Error:
+        return "?"
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+# --------------------------------------------------------------------------- results
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 2) if present else None
+
+
+def summarize(records: Sequence[dict], variants: Sequence[str]) -> dict[str, dict]:
+    """Per variant over its main runs: runs, solved count and the medians of MEDIAN_KEYS
+    (time and steps to solve over the solved runs only)."""
+    summary = {}
+    for variant in variants:
+        runs = [r for r in records if r["variant"] == variant and r["phase"] == "main"]
+        summary[variant] = {"runs": len(runs), "solved": sum(r["solved"] for r in runs),
+                            **{key: _median([r[key] for r in runs]) for key in MEDIAN_KEYS}}
+    return summary
+
+
+def scaling_table(records: Sequence[dict]) -> dict[str, dict[int, float | None]]:
+    """steps/s per variant and worker count, from the scaling runs."""
+    table: dict[str, dict[int, float | None]] = {}
+    for r in records:
+        if r["phase"] == "scaling":
+            table.setdefault(r["variant"], {})[r["workers"]] = r["steps_per_sec"]
+    return table
+
+
+def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def markdown_table(summary: dict[str, dict]) -> str:
+    lines = ["| variant | runs | solved | steps/s | time to solve | env steps to solve "
+             "| start-up | peak memory |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for variant, s in summary.items():
+        lines.append(
+            f"| {variant} | {s['runs']} | {s['solved']}/{s['runs']} "
+            f"| {_fmt(s['steps_per_sec'])} | {_fmt(s['time_to_solve_s'], ' s', 1)} "
+            f"| {_fmt(s['env_steps_to_solve'])} | {_fmt(s['startup_s'], ' s', 1)} "
+            f"| {_fmt(s['peak_memory_mb'], ' MB')} |")
+    return "\n".join(lines)
+
+
+def scaling_markdown(table: dict[str, dict[int, float | None]]) -> str:
+    counts = sorted({n for row in table.values() for n in row})
+    lines = ["| variant | " + " | ".join(f"{n} worker(s)" for n in counts) + " |",
+             "|---|" + "---:|" * len(counts)]
+    for variant, row in table.items():
+        lines.append(f"| {variant} | " + " | ".join(_fmt(row.get(n)) for n in counts) + " |")
+    return "\n".join(lines)
+
+
+def machine_info() -> dict[str, Any]:
+    versions = {}
+    for package in ("tensorflow", "gymnasium", "numpy", "ray", "matplotlib", "psutil"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        # Others may share the machine: the load when the benchmark started says how much.
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def write_results(out: Path, settings: dict, machine: dict, records: Sequence[dict],
+                  variants: Sequence[str]) -> str:
+    """results.json and results.md (rewritten after every run); returns the markdown."""
+    summary = summarize(records, variants)
+    scaling = scaling_table(records)
+    data = {"settings": settings, "machine": machine, "medians": summary,
+            "scaling": {v: {str(n): s for n, s in row.items()} for v, row in scaling.items()},
+            "records": list(records)}
+    runtime.write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
+    text = [f"# A3C three ways: {settings['env']}, {settings['workers']} worker(s), "
+            f"{settings['seeds']} seed(s), budget {settings['max_seconds']:g} s", "",
+            markdown_table(summary), "",
+            "Medians over the seeds; time and env steps to solve over the solved runs only. "
+            "steps/s excludes start-up; time to solve includes it. Peak memory sums the RSS "
+            "of each variant's whole process tree.", ""]
+    if scaling:
+        text += [f"## steps/s vs workers ({settings['scaling_seconds']:g} s budget or until "
+                 "solved)", "", scaling_markdown(scaling), ""]
+    text += [f"Machine: {machine['cpu_count']} cores, {machine['memory_gb']} GB, load "
+             f"{machine['load_average_at_start']} at start; Python {machine['python']}, "
+             f"TF {machine['versions']['tensorflow']}, Ray {machine['versions']['ray']}.", ""]
+    markdown = "\n".join(text)
+    runtime.write_atomic(out / "results.md", markdown)
+    return markdown
+
+
+def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
+                 target_return: float | None) -> list[Path]:
+    """returns.png, steps_per_sec.png and (with scaling runs) scaling.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    written = []
+    main = [r for r in records if r["phase"] == "main"]
+    fig, axes = plt.subplots(1, len(variants), figsize=(5 * len(variants), 4), squeeze=False,
+                             sharey=True)
+    for ax, variant in zip(axes[0], variants):
+        for r in (r for r in main if r["variant"] == variant):
+            points = [(t, m) for t, _, m in r["return_curve"] if m is not None]
+            if points:
+                ax.plot(*zip(*points), label=f"seed {r['seed']}")
+        if target_return is not None:
+            ax.axhline(target_return, color="gray", linestyle="--", linewidth=1)
+        ax.set_title(variant)
+        ax.set_xlim(left=0)  # from launch: start-up shows as the blank before each line
+        ax.set_xlabel("seconds since launch")
+        if ax.lines:
+            ax.legend(loc="lower right", fontsize="small")
+    axes[0][0].set_ylabel("mean return (last 100 episodes)")
+    written.append(_save(fig, out / "returns.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, variant in enumerate(variants):
+        rates = [r["steps_per_sec"] for r in main if r["variant"] == variant
+                 and r["steps_per_sec"] is not None]
+        ax.bar(i, statistics.median(rates) if rates else 0.0, color=f"C{i}", alpha=0.6)
+        ax.scatter([i] * len(rates), rates, color="black", s=12, zorder=3)
+    ax.set_xticks(range(len(variants)), variants)
+    ax.set_ylabel("env steps/s after start-up (bar: median, dots: seeds)")
+    written.append(_save(fig, out / "steps_per_sec.png"))
+
+    scaling = scaling_table(records)
+    if scaling:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for variant, row in scaling.items():
+            points = sorted((n, s) for n, s in row.items() if s is not None)
+            if points:
+                ax.plot(*zip(*points), marker="o", label=variant)
+        ax.set_xlabel("workers")
+        ax.set_ylabel("env steps/s after start-up")
+        ax.legend()
+        written.append(_save(fig, out / "scaling.png"))
+    return written
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- command line
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=PROG, allow_abbrev=False,
+                            description="Run the graph, TF2+multiprocessing and TF2+Ray A3C "
+                                        "side by side and write a results table and plots.")
+    group = parser.add_argument_group("harness")
+    group.add_argument("--workers", type=int, default=2, help="Workers per run (default: 2).")
+    group.add_argument("--seeds", type=int, default=3,
+                       help="Runs per variant, seeds --seed, --seed + 1, ... (default: 3).")
+    group.add_argument("--variants", default=",".join(VARIANTS),
+                       help=f"Comma-separated subset of {', '.join(VARIANTS)} (default: all).")
+    group.add_argument("--scaling", type=_int_list, default=[], metavar="N[,N..]",
+                       help="Also run each variant once per worker count, e.g. 1,2,4.")
+    group.add_argument("--scaling-seconds", type=float, default=60.0,
+                       help="Budget of each scaling run (default: 60).")
+    group.add_argument("--out", default=None,
+                       help="Results directory (default: benchmarks/results/<YYYYmmdd-HHMMSS>).")
+    add_config_arguments(parser)  # --env, --seed, --max-seconds and every A3C flag
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, A3CConfig, list[str]]:
+    args = build_parser().parse_args(argv)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        raise UsageError(f"--variants must name some of {', '.join(VARIANTS)}, got "
+                         f"{args.variants!r}")
+    for flag in ("workers", "seeds"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    if not args.scaling_seconds > 0:
+        raise UsageError(f"--scaling-seconds must be positive, got {args.scaling_seconds}")
+    try:
+        config = config_from_args(args)
+        resolve_target_return(config)  # an unknown env fails here, not in every run
+    except (ValueError, LaunchError) as error:
+        raise UsageError(str(error)) from None
+    return args, config, variants
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args, config, variants = parse_args(argv)
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return runtime.EXIT_USAGE
+    # SIGTERM stops the current run and keeps the results so far, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    out = Path(args.out or REPO / "benchmarks" / "results" / time.strftime("%Y%m%d-%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    target = resolve_target_return(config)
+    settings = {"env": config.env, "workers": args.workers, "seeds": args.seeds,
+                "max_seconds": config.max_seconds, "variants": variants,
+                "scaling": args.scaling, "scaling_seconds": args.scaling_seconds,
+                "target_return": target, "a3c_flags": config_to_argv(config)}
+    machine = machine_info()
+    runs = plan_runs(variants, args.seeds, config.seed, args.workers, config.max_seconds,
+                     args.scaling, args.scaling_seconds)
+    records: list[dict] = []
+    interrupted = False
+    try:
+        for i, spec in enumerate(runs, 1):
+            print(f"[{i}/{len(runs)}] {spec.name} ...", flush=True)
+            record = run_one(spec, config, out)
+            records.append(record)
+            print(f"[{i}/{len(runs)}] {spec.name}: {_run_line(record)}", flush=True)
+            write_results(out, settings, machine, records, variants)
+    except (KeyboardInterrupt, RunInterrupted) as stop:
+        if isinstance(stop, RunInterrupted):
+            records.append(stop.record)
+        interrupted = True
+        print(f"{PROG}: interrupted; writing the results so far", file=sys.stderr, flush=True)
+    markdown = write_results(out, settings, machine, records, variants)
+    plot_results(out, records, variants, target)
+    print(markdown)
+    print(f"results in {out}", flush=True)
+    return 130 if interrupted else 0
+
+
+def _run_line(r: dict) -> str:
+    return (f"{'solved' if r['solved'] else r['stop_reason']}, {_fmt(r['steps_per_sec'])} "
+            f"steps/s, start-up {_fmt(r['startup_s'], ' s', 1)}, time to solve "
+            f"{_fmt(r['time_to_solve_s'], ' s', 1)}, peak {_fmt(r['peak_memory_mb'], ' MB')}, "
+            f"mean return(100) {_fmt(r['final_mean_return_100'], '', 1)}"
+            + (f", ended leftovers {r['leftover_processes']}" if r["leftover_processes"] else ""))
+
+
+def _raise_keyboard_interrupt(_signum: int, _frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    sys.exit(main())

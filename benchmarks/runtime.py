@@ -1,0 +1,320 @@
+"""TF-free pieces the two TF2 variants and the harness share: the variants' command line,
+the run's global statistics, per-worker progress files, the summary, device choice, signals
+and process trees.
+
+Nothing here imports TensorFlow. A variant's processes import this module before they
+choose their device (CUDA_VISIBLE_DEVICES must be set before TF is imported), and the
+harness must stay light while it samples memory.
+
+The files a TF2 variant writes under --logdir are the graph variant's:
+progress/worker_<i>.json with the keys a3c_graph.worker writes, and summary.json whose JSON
+is also the last stdout line. So a3c_graph.launch.read_progress / run_totals read every
+variant's run the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
+from a3c_graph.envs import env_info, env_options
+from a3c_graph.launch import (
+    LaunchError,
+    is_gone,
+    read_progress,
+    resolve_target_return,
+    run_totals,
+    write_atomic,
+)
+from a3c_graph.worker import stop_reason_for, write_json_atomic
+
+# "Solved" is judged on the mean return of the last 100 episodes, as a3c_graph.agent does
+# (RECENT_EPISODES there; that module imports TF, so the number is repeated here).
+RECENT_EPISODES = 100
+EXIT_USAGE = 2
+EXIT_CRASH = 1
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+# A variant enforces --max-seconds itself; this backstop only catches a stuck run.
+DEADLINE_GRACE_SECS = 60.0
+
+
+# --------------------------------------------------------------------------- command line
+
+@dataclass(frozen=True)
+class VariantRun:
+    """What one TF2 variant run was asked to do."""
+
+    config: A3CConfig  # target_return resolved, as the graph launcher resolves it
+    workers: int
+    logdir: Path
+    gpus: tuple[str, ...]  # GPU ids handed out round-robin; empty: CPU only
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (no usage block), as the graph launcher's."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def parse_variant_args(prog: str, description: str,
+                       argv: Sequence[str] | None = None) -> VariantRun:
+    """The variant's flags: --workers, --logdir, --gpus and every A3CConfig flag.
+
+    A bad flag ends in one line on stderr and exit status 2, as with launch_cluster.sh.
+    """
+    parser = _OneLineParser(prog=prog, description=description, allow_abbrev=False)
+    parser.add_argument("--workers", type=int, default=2, help="Worker processes (default: 2).")
+    parser.add_argument("--logdir", required=True, help="Progress files and summary.json.")
+    parser.add_argument("--gpus", default="",
+                        help="Comma-separated GPU ids given round-robin to the parameter "
+                             "holder and the workers (default: none, CPU only).")
+    add_config_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        if args.workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {args.workers}")
+        config = config_from_args(args)
+        config = dataclasses.replace(config, target_return=resolve_target_return(config))
+        check_tf2_network(config)
+    except (ValueError, LaunchError) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    gpus = tuple(part.strip() for part in args.gpus.split(",") if part.strip())
+    return VariantRun(config, args.workers, Path(os.path.abspath(args.logdir)), gpus)
+
+
+def check_tf2_network(config: A3CConfig) -> None:
+    """ValueError unless config's network is the MLP, the one the TF2 variants implement
+    (CartPole and other vector-observation envs; the CNN and LSTM are graph-only)."""
+    obs_shape = env_info(config.env, **env_options(config)).obs_shape
+    torso, recurrent = resolve_policy(config.policy, obs_shape)
+    if torso != "mlp" or recurrent:
+        raise ValueError(f"the TF2 variants implement the mlp network only; --policy "
+                         f"{config.policy} gives {'lstm' if recurrent else torso} for "
+                         f"{config.env}")
+
+
+def prepare_logdir(logdir: Path) -> None:
+    """Create <logdir>/progress and drop an earlier run's files, which would read as ours."""
+    (logdir / "progress").mkdir(parents=True, exist_ok=True)
+    for stale in [*(logdir / "progress").glob("worker_*.json"), logdir / "summary.json"]:
+        stale.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- devices
+
+def pin_visible_gpus(gpus: Sequence[str], process_index: int) -> None:
+    """Choose this process's GPU before TF is imported (TF's GPU options are process-wide).
+
+    Process k sees GPU gpus[k % len(gpus)] only; with no ids it sees none and TF runs on
+    the CPU. Call it first thing in a child process, before anything imports TF.
+    """
+    os.environ["CUDA_VISIBLE_DEVICES"] = gpus[process_index % len(gpus)] if gpus else ""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# --------------------------------------------------------------------------- statistics
+
+class RunStats:
+    """The run's global counters, kept by the parameter holder (EpisodeStats' TF2 twin).
+
+    Returns from every worker land in one window in the order they arrive, so its mean is
+    the mean return of the 100 newest episodes across workers, as in the graph variant.
+
+    --max-seconds counts from the first applied rollout. The graph worker's clock starts
+    once TF is imported; here the processes import TF and trace their tf.functions in
+    parallel, and on a busy machine that start-up varies by tens of seconds, which would
+    otherwise come out of the training budget. (Time to solve is measured from launch by
+    the harness either way.)
+    """
+
+    def __init__(self, config: A3CConfig):
+        self.config = config
+        self.started: float | None = None  # the first record()
+        self.global_step = 0
+        self.env_steps = 0
+        self.episodes = 0
+        self.recent: deque[float] = deque(maxlen=RECENT_EPISODES)
+        self.stop_reason: str | None = None
+
+    def record(self, env_steps: int, finished_returns: Iterable[float]) -> None:
+        """Count one applied rollout: its env steps and the episodes that ended in it."""
+        returns = [float(r) for r in finished_returns]
+        if self.started is None:
+            self.started = time.time()
+        self.global_step += 1
+        self.env_steps += int(env_steps)
+        self.episodes += len(returns)
+        self.recent.extend(returns)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters under the names the graph worker fetches (NaN mean when empty)."""
+        mean = sum(self.recent) / len(self.recent) if self.recent else float("nan")
+        return {"global_step": self.global_step, "env_steps": self.env_steps,
+                "episodes": self.episodes, "recent_count": len(self.recent),
+                "mean_return_100": mean}
+
+    def check_stop(self) -> str | None:
+        """Decide once, with the graph worker's own rule: solved, max_steps, max_seconds."""
+        if self.stop_reason is None and self.started is not None:
+            self.stop_reason = stop_reason_for(self.snapshot(), self.config,
+                                               float(self.config.target_return), self.started)
+        return self.stop_reason
+
+
+class ProgressFile:
+    """progress/worker_<task>.json of one worker, in a3c_graph.worker's format."""
+
+    def __init__(self, logdir: Path, task: int, target_return: float, progress_secs: float):
+        self.path = Path(logdir) / "progress" / f"worker_{task}.json"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.task = task
+        self.target_return = target_return
+        self.progress_secs = progress_secs
+        self.stats: dict[str, Any] = {}
+        self.local_env_steps = 0
+        self.window_steps = 0
+        self.window_start = time.time()
+        self.last_write = 0.0
+        self.steps_per_sec = 0.0
+        self.training_started: float | None = None  # set once the first weights arrived
+
+    def start_training(self) -> None:
+        """Mark the end of start-up: everything is built and the first weights are here."""
+        self.training_started = self.window_start = time.time()
+
+    def update(self, global_stats: dict[str, Any], local_steps: int) -> None:
+        self.stats = global_stats
+        self.local_env_steps += local_steps
+        self.window_steps += local_steps
+
+    def due(self) -> bool:
+        return time.time() - self.last_write >= self.progress_secs
+
+    def write(self, state: str, stop_reason: str | None = None) -> None:
+        now = time.time()
+        if now > self.window_start:
+            self.steps_per_sec = self.window_steps / (now - self.window_start)
+        self.window_steps, self.window_start = 0, now
+        mean = float(self.stats.get("mean_return_100", float("nan")))
+        write_json_atomic(str(self.path), {
+            "task": self.task, "time": now, "state": state, "stop_reason": stop_reason,
+            "global_step": int(self.stats.get("global_step", 0)),
+            "env_steps": int(self.stats.get("env_steps", 0)),
+            "episodes": int(self.stats.get("episodes", 0)),
+            "mean_return_100": None if math.isnan(mean) else round(mean, 3),
+            "local_env_steps": self.local_env_steps,
+            "local_steps_per_sec": round(self.steps_per_sec, 1),
+            "target_return": self.target_return,
+            "training_started": self.training_started,
+        })
+        self.last_write = now
+
+
+def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,
+                  stop_reason: str | None = None) -> dict[str, Any]:
+    """summary.json with the graph launcher's keys, also printed as the last stdout line."""
+    progress = read_progress(run.logdir)
+    totals = run_totals(progress)
+    startup_seconds = steps_per_sec = None
+    if totals and totals.training_started:
+        # As a3c_graph.launch.build_summary: launch until the first worker trains, and this
+        # run's own steps over the time since then.
+        startup_seconds = round(totals.training_started - started, 1)
+        if totals.time > totals.training_started:
+            run_steps = sum(int(p.get("local_env_steps") or 0) for p in progress.values())
+            steps_per_sec = round(run_steps / (totals.time - totals.training_started), 1)
+    summary = {
+        "variant": variant,
+        "solved": bool(totals and totals.solved),
+        "wall_seconds": round(time.time() - started, 1),
+        "env_steps": totals.env_steps if totals else 0,
+        "global_step": totals.global_step if totals else 0,
+        "episodes": totals.episodes if totals else 0,
+        "mean_return_100": totals.mean_return_100 if totals else None,
+        "env": run.config.env,
+        "workers": run.workers,
+        "target_return": run.config.target_return,
+        "stop_reason": stop_reason or (totals.stop_reason if totals else None),
+        "logdir": str(run.logdir),
+        "exit_code": exit_code,
+        "startup_seconds": startup_seconds,
+        "env_steps_per_sec": steps_per_sec,
+    }
+    write_atomic(run.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
+    print(json.dumps(summary, sort_keys=True), flush=True)
+    return summary
+
+
+# --------------------------------------------------------------------------- signals
+
+class StopSignals:
+    """SIGINT/SIGTERM become a flag the supervising loop checks, so it can stop in order."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+
+    def install(self) -> None:
+        for signum in SIGNAL_EXIT:
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.received = signum
+
+    @property
+    def exit_code(self) -> int:
+        return SIGNAL_EXIT.get(self.received or signal.SIGINT, 130)
+
+
+# --------------------------------------------------------------------------- processes
+
+def process_tree(root_pid: int) -> list:
+    """psutil.Process of root_pid and all its descendants (empty if root_pid is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(root_pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def end_processes(procs: Iterable, timeout: float) -> list[str]:
+    """Wait up to `timeout` for these processes to end by themselves; then SIGTERM, wait a
+    little, and SIGKILL the rest. Returns "name(pid)" of each process that had to be
+    signalled. psutil checks a pid still names the very process we saw, so a recycled pid
+    is never hit."""
+    import psutil
+
+    alive = [p for p in procs if not is_gone(p)]
+    deadline = time.monotonic() + timeout
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in alive if not is_gone(p)]
+    signalled = []
+    for action, wait in ((lambda p: p.terminate(), 3.0), (lambda p: p.kill(), 3.0)):
+        for proc in alive:
+            try:
+                signalled.append(f"{proc.name()}({proc.pid})")
+                action(proc)
+            except psutil.Error:
+                pass
+        end = time.monotonic() + wait
+        while alive and time.monotonic() < end:
+            time.sleep(0.1)
+            alive = [p for p in alive if not is_gone(p)]
+    return sorted(set(signalled))

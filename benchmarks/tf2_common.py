@@ -1,0 +1,234 @@
+"""What both TF2 variants share: the graph variant's A3C in eager TF2.
+
+  * ActorCritic: a3c_graph.model's network (same towers, sizes, activations, initializers
+    and forward pass), its variables made with tf.Variable instead of get_variable.
+  * make_policy_step / make_gradient_step: tf.functions for one batched policy inference
+    and for the clipped gradients of one rollout. The loss is a3c_graph.agent.learner_loss
+    itself, so GAE, normalization, the A3C loss and clipping are the graph variant's code.
+  * collect_rollout: the TF2 idiom, a Python loop over a3c_graph.envs.EnvBatch calling the
+    policy tf.function once per env step (the graph variant runs that loop in-graph).
+  * RolloutLearner (a worker's half) and ParameterHolder (the network everyone trains, with
+    the shared Adam the graph variant's ps runs).
+
+So the variants differ only in framework and process design. Import this module only in
+a process that has chosen its device (benchmarks.runtime.pin_visible_gpus): it imports TF.
+Shapes follow a3c_graph.rollout: T is the rollout length, B the envs stepped together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from a3c_graph import losses
+from a3c_graph.agent import learner_loss
+from a3c_graph.config import A3CConfig
+from a3c_graph.envs import EnvBatch, EnvInfo, env_info, env_options
+from a3c_graph.model import ActorCriticMLP
+from a3c_graph.rollout import ROLLOUT_KEYS, rollout_signature, sample_actions
+
+tf1 = tf.compat.v1
+
+# The rollout fields learner_loss reads.
+LEARNER_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_obs")
+
+
+def configure_tensorflow(config: A3CConfig) -> str:
+    """Use the graph variant's thread pools; return the device to place everything on.
+
+    Must run before the first TF op. '/GPU:0' only when this process sees a GPU, so a run
+    asked for a GPU on a machine without one falls back to the CPU instead of crashing.
+    """
+    tf.config.threading.set_intra_op_parallelism_threads(config.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_threads)
+    return "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
+
+
+class ActorCritic(ActorCriticMLP):
+    """a3c_graph.model.ActorCriticMLP with eager tf.Variables.
+
+    Only the variable creation is replaced (get_variable needs a graph's variable scope):
+    the forward pass (__call__) and the variable order (`variables`) are inherited, so
+    weights line up one to one with the graph variant's network.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], num_actions: int,
+                 hidden_sizes: Sequence[int]):
+        # No super().__init__(): it would make graph variables with get_variable.
+        self.obs_dim = int(math.prod(obs_shape))
+        self.num_actions = num_actions
+        self.scope_name = "tf2"
+        self.policy_layers = self._tower("policy", hidden_sizes, num_actions, out_gain=0.01)
+        self.value_layers = self._tower("value", hidden_sizes, 1, out_gain=1.0)
+
+    def _tower(self, name, hidden_sizes, out_size, out_gain):
+        """Orthogonal weights (sqrt(2) gain for hidden layers), zero biases, as model.py."""
+        layers = []
+        in_size = self.obs_dim
+        sizes = list(hidden_sizes) + [out_size]
+        for i, size in enumerate(sizes):
+            gain = out_gain if i == len(sizes) - 1 else math.sqrt(2)
+            weights = tf.Variable(tf1.orthogonal_initializer(gain)([in_size, size], tf.float32),
+                                  name=f"{name}/fc{i}/weights")
+            biases = tf.Variable(tf.zeros([size], tf.float32), name=f"{name}/fc{i}/biases")
+            layers.append((weights, biases))
+            in_size = size
+        return layers
+
+    def get_weights(self) -> list[np.ndarray]:
+        return [v.numpy() for v in self.variables]
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        if len(weights) != len(self.variables):
+            raise ValueError(f"expected {len(self.variables)} arrays, got {len(weights)}")
+        for variable, value in zip(self.variables, weights):
+            variable.assign(value)
+
+
+def build_model(info: EnvInfo, config: A3CConfig) -> ActorCritic:
+    return ActorCritic(info.obs_shape, info.num_actions, config.hidden_sizes)
+
+
+def make_policy_step(model: ActorCritic, info: EnvInfo, num_envs: int):
+    """tf.function: observations [B, *obs_shape] -> sampled actions [B] int32."""
+    obs_spec = tf.TensorSpec([num_envs, *info.obs_shape], tf.as_dtype(info.obs_dtype))
+
+    @tf.function(input_signature=[obs_spec])
+    def policy_step(observations):
+        logits, _ = model(observations)
+        return sample_actions(logits)
+
+    return policy_step
+
+
+def learner_signature(info: EnvInfo, T: int, B: int) -> dict[str, tf.TensorSpec]:
+    """TensorSpecs of the rollout fields the loss reads; static shapes, as learner_loss needs."""
+    dtypes, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T, B)
+    specs = {key: tf.TensorSpec(shape, dtype)
+             for key, dtype, shape in zip(ROLLOUT_KEYS, dtypes, shapes)}
+    return {key: specs[key] for key in LEARNER_KEYS}
+
+
+def make_gradient_step(model: ActorCritic, config: A3CConfig, info: EnvInfo):
+    """tf.function: rollout -> (gradients clipped to config.grad_clip_norm, loss parts).
+
+    The gradients are of learner_loss on `model`, the copy that acted (as the graph
+    variant computes them on its local network), in `model.variables` order.
+    """
+    signature = learner_signature(info, config.rollout_length, config.envs_per_worker)
+
+    @tf.function(input_signature=[signature])
+    def gradient_step(rollout):
+        with tf.GradientTape() as tape:
+            loss, parts = learner_loss(model, rollout, config)
+        gradients = tape.gradient(loss, model.variables)
+        clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
+        return clipped, {"loss": loss, "grad_norm": grad_norm, **parts}
+
+    return gradient_step
+
+
+def collect_rollout(envs: EnvBatch, policy_step, T: int) -> dict[str, np.ndarray]:
+    """T steps of the B envs, one policy tf.function call per step; arrays [T, B, ...].
+
+    Keys and meanings are a3c_graph.rollout's: next_obs is the true s_{t+1} (the final
+    observation where an episode ended), which truncated episodes bootstrap from.
+    """
+    info, B = envs.info, envs.num_envs
+    dtypes, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T, B)
+    rollout = {key: np.zeros(shape, dtype.as_numpy_dtype)
+               for key, dtype, shape in zip(ROLLOUT_KEYS, dtypes, shapes)}
+    for t in range(T):
+        obs = envs.observe()
+        actions = policy_step(obs).numpy()
+        step = envs.step(actions)
+        rollout["obs"][t] = obs
+        rollout["actions"][t] = actions
+        rollout["rewards"][t] = step.reward
+        rollout["terminated"][t] = step.terminated
+        rollout["truncated"][t] = step.truncated
+        rollout["next_obs"][t] = step.final_obs
+        rollout["episode_returns"][t] = step.episode_return
+        rollout["episode_lengths"][t] = step.episode_length
+    return rollout
+
+
+@dataclass
+class RolloutResult:
+    """What a worker sends to the parameter holder after one rollout."""
+
+    gradients: list[np.ndarray]  # clipped, in ActorCritic.variables order
+    env_steps: int               # T * B
+    finished_returns: list[float]  # returns of the episodes that ended, oldest first
+    loss_parts: dict[str, float]
+
+
+class RolloutLearner:
+    """A worker's half of A3C: a local copy of the network acts for one rollout and gives
+    the clipped gradients of that rollout; the caller syncs the copy (set_weights) first."""
+
+    def __init__(self, config: A3CConfig, task: int, device: str):
+        seed = config.seed + 1000 * task  # the graph worker's seeds for task `task`
+        tf.random.set_seed(seed)
+        self.config = config
+        self.device = device
+        self.envs = EnvBatch(config.env, config.envs_per_worker, seed=seed,
+                             **env_options(config))
+        with tf.device(device):
+            self.model = build_model(self.envs.info, config)
+            self.policy_step = make_policy_step(self.model, self.envs.info, self.envs.num_envs)
+            self.gradient_step = make_gradient_step(self.model, config, self.envs.info)
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        self.model.set_weights(weights)
+
+    def run_rollout(self) -> RolloutResult:
+        with tf.device(self.device):
+            rollout = collect_rollout(self.envs, self.policy_step, self.config.rollout_length)
+            gradients, parts = self.gradient_step({key: rollout[key] for key in LEARNER_KEYS})
+        done = np.logical_or(rollout["terminated"], rollout["truncated"])
+        # Time-major boolean mask: episodes come out in the order they ended, as in the graph.
+        finished = rollout["episode_returns"][done]
+        return RolloutResult(
+            gradients=[g.numpy() for g in gradients],
+            env_steps=int(rollout["rewards"].size),
+            finished_returns=[float(r) for r in finished],
+            loss_parts={key: float(value) for key, value in parts.items()},
+        )
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class ParameterHolder:
+    """The network every worker trains, and the shared Adam optimizer that updates it.
+
+    The optimizer is tf.compat.v1.train.AdamOptimizer, the one the graph variant's ps runs
+    (it works eagerly and inside tf.function), so both apply the very same update rule.
+    """
+
+    def __init__(self, config: A3CConfig, device: str, info: EnvInfo | None = None):
+        tf.random.set_seed(config.seed)
+        self.device = device
+        info = info or env_info(config.env, **env_options(config))
+        with tf.device(device):
+            self.model = build_model(info, config)
+            self.optimizer = tf1.train.AdamOptimizer(config.learning_rate,
+                                                     epsilon=config.adam_epsilon)
+        specs = [tf.TensorSpec(v.shape, v.dtype) for v in self.model.variables]
+        # Adam's slots are created on the first (only) trace, which tf.function allows.
+        self._apply = tf.function(self._apply_gradients, input_signature=[specs])
+
+    def _apply_gradients(self, gradients):
+        self.optimizer.apply_gradients(zip(gradients, self.model.variables))
+
+    def apply_gradients(self, gradients: Sequence[np.ndarray]) -> None:
+        with tf.device(self.device):
+            self._apply(list(gradients))
+
+    def get_weights(self) -> list[np.ndarray]:
+        return self.model.get_weights()

@@ -1,0 +1,188 @@
+"""TF2 A3C on Ray actors: N worker actors and one parameter actor on a local Ray instance.
+
+    python -m benchmarks.tf2_ray --workers 2 --logdir D [A3C flags] [--gpus 0,1]
+
+Process design:
+
+    WorkerActor i:   pull the weights (ParameterActor.get_weights) into its local copy
+                     (set_weights), collect one rollout (T steps of B envs), compute clipped
+                     gradients, push them with ray.put + ParameterActor.apply_gradients, and
+                     pull fresh weights in the same round trip. It loops inside one
+                     long-running `train` call until the parameter actor says stop.
+    ParameterActor:  applies gradients in arrival order with the shared Adam (Ray runs one
+                     actor's calls one at a time, so no update races another), counts
+                     steps/episodes, and decides when the run is solved or out of budget.
+
+The driver (this module's main) never imports TF: each actor imports it in its own process
+after choosing its device, and only numpy weights and gradients cross process boundaries.
+Ray is started locally (`address="local"`: never someone else's cluster) with num_cpus set,
+no dashboard and quiet logs; at the end `ray.shutdown()` and every process Ray started
+(gcs_server, raylet, workers, agents: all descendants of the driver) is checked by pid and
+ended if still there. Files and exit status as benchmarks.tf2_multiprocessing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from a3c_graph.config import A3CConfig
+from benchmarks import runtime
+
+VARIANT = "tf2_ray"
+PROG = "benchmarks.tf2_ray"
+REPO = Path(__file__).resolve().parents[1]
+POLL_SECS = 0.2
+# After a stop request, how long the workers get to finish their rollout and return.
+STOP_TIMEOUT_SECS = 15.0
+# ray.shutdown() signals its processes; this is how long they get to exit before we do.
+RAY_EXIT_TIMEOUT_SECS = 10.0
+# The object store holds only weights and gradients of a small network.
+OBJECT_STORE_BYTES = 128 * 1024**2
+
+
+@ray.remote(num_cpus=1)
+class ParameterActor:
+    """The network every worker trains, the shared Adam, and the run's global counters."""
+
+    def __init__(self, config: A3CConfig, gpus: Sequence[str]):
+        runtime.pin_visible_gpus(gpus, 0)
+        from benchmarks import tf2_common  # TF is imported in the actor, never the driver
+
+        self.holder = tf2_common.ParameterHolder(config, tf2_common.configure_tensorflow(config))
+        self.stats = runtime.RunStats(config)
+
+    def get_weights(self) -> list:
+        return self.holder.get_weights()
+
+    def apply_gradients(self, gradients: list, env_steps: int,
+                        finished_returns: list[float]) -> dict[str, Any]:
+        """Apply one rollout's gradients unless the run is stopping; the counters after it."""
+        if self.stats.stop_reason is None:
+            self.holder.apply_gradients(gradients)
+            self.stats.record(env_steps, finished_returns)
+            self.stats.check_stop()
+        return {**self.stats.snapshot(), "stop_reason": self.stats.stop_reason}
+
+    def request_stop(self, reason: str) -> None:
+        """From the driver (a signal): workers learn it from their next apply_gradients."""
+        if self.stats.stop_reason is None:
+            self.stats.stop_reason = reason
+
+
+@ray.remote(num_cpus=1)
+class WorkerActor:
+    """One worker: envs, a local copy of the network, and its progress file."""
+
+    def __init__(self, task: int, config: A3CConfig, gpus: Sequence[str], logdir: str):
+        runtime.pin_visible_gpus(gpus, task + 1)
+        self.progress = runtime.ProgressFile(Path(logdir), task, float(config.target_return),
+                                             config.progress_secs)
+        self.progress.write("starting")
+        from benchmarks import tf2_common  # TF is imported in the actor, never the driver
+
+        self.learner = tf2_common.RolloutLearner(config, task,
+                                                 tf2_common.configure_tensorflow(config))
+
+    def train(self, parameters) -> str:
+        """Rollouts until the parameter actor says stop; returns its stop reason."""
+        weights = ray.get(parameters.get_weights.remote())
+        self.progress.start_training()
+        while True:
+            self.learner.set_weights(weights)
+            result = self.learner.run_rollout()
+            gradients = ray.put(result.gradients)
+            # One actor's calls from one caller run in order: the weights come after the
+            # update, and both arrive in one round trip.
+            stats_ref = parameters.apply_gradients.remote(gradients, result.env_steps,
+                                                          result.finished_returns)
+            weights_ref = parameters.get_weights.remote()
+            stats, weights = ray.get([stats_ref, weights_ref])
+            self.progress.update(stats, result.env_steps)
+            if stats["stop_reason"] is not None:
+                reason = stats["stop_reason"]
+                break
+            if self.progress.due():
+                self.progress.write("running")
+        self.progress.write("done", stop_reason=reason)
+        self.learner.close()
+        return reason
+
+
+def start_ray(num_cpus: int) -> None:
+    # Workers start from the raylet's environment: make this repository importable there.
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(REPO) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO), *paths])
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage report over the network
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+             logging_level=logging.ERROR, log_to_driver=False,
+             object_store_memory=OBJECT_STORE_BYTES)
+
+
+def wait_for_workers(pending: list, parameters, signals: runtime.StopSignals,
+                     deadline: float) -> tuple[int, str | None]:
+    """Wait for every worker's `train` call; (exit code, stop reason that overrides theirs)."""
+    stop_by: float | None = None
+    exit_code, reason = 0, None
+    while pending:
+        done, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_SECS)
+        ray.get(done)  # re-raises a worker's exception here
+        if stop_by is None and (signals.received is not None or time.monotonic() >= deadline):
+            if signals.received is not None:
+                exit_code, reason = signals.exit_code, "interrupted"
+            else:
+                reason = "deadline"
+            parameters.request_stop.remote("signal")
+            stop_by = time.monotonic() + STOP_TIMEOUT_SECS
+        if stop_by is not None and time.monotonic() >= stop_by:
+            break  # ray.shutdown() ends the workers still in a rollout
+    return exit_code, reason
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run = runtime.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
+    signals = runtime.StopSignals()
+    signals.install()
+    started = time.time()
+    runtime.prepare_logdir(run.logdir)
+    exit_code, reason = runtime.EXIT_CRASH, "crash"
+    try:
+        start_ray(num_cpus=run.workers + 1)
+        # Ray's core worker installs a crash handler for SIGTERM in the driver that kills it
+        # on the spot; ours stops the actors in order and still writes the summary.
+        signals.install()
+        parameters = ParameterActor.remote(run.config, run.gpus)
+        workers = [WorkerActor.remote(task, run.config, run.gpus, str(run.logdir))
+                   for task in range(run.workers)]
+        pending = [worker.train.remote(parameters) for worker in workers]
+        print(f"{PROG}: started Ray with 1 parameter actor + {run.workers} worker actor(s), "
+              f"target return {run.config.target_return:g}", flush=True)
+        deadline = time.monotonic() + run.config.max_seconds + runtime.DEADLINE_GRACE_SECS
+        exit_code, reason = wait_for_workers(pending, parameters, signals, deadline)
+    except ray.exceptions.RayError as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"{PROG}: error: an actor failed: {first}", file=sys.stderr, flush=True)
+    finally:
+        # Everything Ray started is a descendant of this process: remember them all before
+        # shutdown, then make sure each is gone (by pid, never by name).
+        ray_processes = {p.pid: p for p in runtime.process_tree(os.getpid())[1:]}
+        if ray.is_initialized():
+            ray.shutdown()
+        left = runtime.end_processes(ray_processes.values(), RAY_EXIT_TIMEOUT_SECS)
+        if left:
+            print(f"{PROG}: warning: ended Ray process(es) left after shutdown: "
+                  f"{', '.join(left)}", file=sys.stderr, flush=True)
+    runtime.write_summary(VARIANT, run, started, exit_code, reason)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""The benchmarks: the TF2 variants' shared pieces, and the harness run for real.
+
+The smoke tests run `python -m benchmarks.run` for one variant each, a few seconds of
+training with one worker, and check what a user reads afterwards: a complete record per
+run, the results files and plots, and no process of the run left on the machine. No test
+asserts a speed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# benchmarks/ is not an installed package (setup.py packages a3c_graph only).
+sys.path.insert(0, str(REPO))
+
+from a3c_graph.config import A3CConfig  # noqa: E402
+from a3c_graph.launch import Totals, read_progress, run_totals  # noqa: E402
+from benchmarks import run as bench_run  # noqa: E402
+from benchmarks import runtime  # noqa: E402
+
+HAS_RAY = importlib.util.find_spec("ray") is not None
+SMOKE_FLAGS = ["--seeds", "1", "--workers", "1", "--max-seconds", "6", "--progress-secs", "1",
+               "--rollout-length", "16", "--envs-per-worker", "4"]
+SMOKE_TIMEOUT_SECS = 240
+
+
+# --------------------------------------------------------------------------- harness, pure
+
+def totals(time: float, env_steps: int) -> Totals:
+    """A progress reading with these counters (every other field empty)."""
+    empty = dict.fromkeys(f.name for f in dataclasses.fields(Totals))
+    return Totals(**{**empty, "time": time, "env_steps": env_steps})
+
+
+def test_runs_are_interleaved_seed_by_seed_then_scaling():
+    runs = bench_run.plan_runs(["graph", "tf2_mp"], seeds=2, base_seed=5, workers=2,
+                               max_seconds=300, scaling=[1, 4], scaling_seconds=60)
+    assert [(r.phase, r.variant, r.seed, r.workers, r.max_seconds) for r in runs] == [
+        ("main", "graph", 5, 2, 300), ("main", "tf2_mp", 5, 2, 300),
+        ("main", "graph", 6, 2, 300), ("main", "tf2_mp", 6, 2, 300),
+        ("scaling", "graph", 5, 1, 60), ("scaling", "tf2_mp", 5, 1, 60),
+        ("scaling", "graph", 5, 4, 60), ("scaling", "tf2_mp", 5, 4, 60)]
+
+
+def test_steps_per_sec_starts_at_the_first_counted_step():
+    # Start-up (no env steps yet) is left out: 3000 steps in the 2 s after the first count.
+    progress = [totals(100.0, 0), totals(110.0, 1000), totals(111.0, 2500), totals(112.0, 4000)]
+    assert bench_run.steps_per_sec(progress) == pytest.approx(1500.0)
+    assert bench_run.startup_seconds(progress, launched=95.0) == pytest.approx(15.0)
+    assert bench_run.steps_per_sec(progress[:2]) is None  # one counted report has no rate
+
+
+def test_graph_runs_through_the_users_launcher_with_the_shared_flags(tmp_path):
+    config = A3CConfig(rollout_length=16)
+    spec = bench_run.RunSpec("graph", seed=3, workers=2, max_seconds=60, phase="main")
+    command = bench_run.variant_command(spec, config, tmp_path)
+    assert command[:2] == [str(REPO / "scripts" / "launch_cluster.sh"), "start"]
+    assert {"--rollout-length=16", "--seed=3", "--max-seconds=60"} <= set(command)
+    mp_spec = bench_run.RunSpec("tf2_mp", seed=3, workers=2, max_seconds=60, phase="main")
+    assert command[2:] == bench_run.variant_command(mp_spec, config, tmp_path)[3:]
+
+
+def fake_record(variant: str, phase: str, seed: int, workers: int, rate: float,
+                solve_time: float | None) -> dict:
+    record = dict.fromkeys(bench_run.RECORD_KEYS)
+    record.update(name=f"{phase}-{variant}-{workers}-{seed}", variant=variant, phase=phase,
+                  seed=seed, workers=workers, steps_per_sec=rate, solved=solve_time is not None,
+                  time_to_solve_s=solve_time, startup_s=5.0, peak_memory_mb=1000.0,
+                  return_curve=[[6.0, 100, 20.0], [9.0, 5000, 80.0]], processes=[],
+                  leftover_processes=[])
+    return record
+
+
+def test_results_table_medians_and_plots(tmp_path):
+    records = [fake_record("graph", "main", 0, 2, 1000.0, 40.0),
+               fake_record("graph", "main", 1, 2, 3000.0, None),
+               fake_record("graph", "main", 2, 2, 2000.0, 60.0),
+               fake_record("tf2_mp", "main", 0, 2, 500.0, None),
+               fake_record("graph", "scaling", 0, 1, 900.0, None),
+               fake_record("graph", "scaling", 0, 4, 2500.0, None)]
+    settings = {"env": "CartPole-v1", "workers": 2, "seeds": 3, "max_seconds": 300.0,
+                "scaling_seconds": 60.0}
+    machine = bench_run.machine_info()
+    markdown = bench_run.write_results(tmp_path, settings, machine, records,
+                                       ["graph", "tf2_mp"])
+    medians = json.loads((tmp_path / "results.json").read_text())["medians"]
+    assert medians["graph"]["runs"] == 3 and medians["graph"]["solved"] == 2
+    assert medians["graph"]["steps_per_sec"] == 2000.0
+    assert medians["graph"]["time_to_solve_s"] == 50.0  # over the solved runs only
+    assert medians["tf2_mp"]["time_to_solve_s"] is None
+    assert "| graph | 3 | 2/3 | 2,000 | 50.0 s |" in markdown
+    assert "| graph | 900 | 2,500 |" in markdown  # scaling: 1 and 4 workers
+    plots = bench_run.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
+    assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png", "scaling.png"]
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--variants", "graph,nope"], "--variants"),
+    (["--seeds", "0"], "--seeds"),
+    (["--scaling", "1,x"], "--scaling"),
+    (["--env", "NoSuchEnv-v9"], "NoSuchEnv-v9"),
+])
+def test_bad_harness_flags_end_in_one_line(tmp_path, flags, words):
+    result = subprocess.run([sys.executable, "-m", "benchmarks.run", "--out", str(tmp_path / "r"),
+                             *flags], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("benchmarks.run: error:") and words in lines[0]
+    assert not (tmp_path / "r").exists()
+
+
+# --------------------------------------------------------------------------- runtime
+
+def test_run_stats_stop_with_the_graph_workers_rule(tmp_path):
+    config = A3CConfig(target_return=50.0)
+    stats = runtime.RunStats(config)
+    stats.record(256, [60.0] * 99)
+    assert stats.check_stop() is None  # 99 episodes are not enough to call it solved
+    stats.record(256, [60.0, 10.0])  # the window holds the newest 100
+    assert stats.snapshot()["mean_return_100"] == pytest.approx((98 * 60 + 60 + 10) / 100)
+    assert stats.check_stop() == "solved"
+
+    progress = runtime.ProgressFile(tmp_path, 0, 50.0, progress_secs=1.0)
+    progress.update(stats.snapshot(), 512)
+    progress.write("done", stop_reason="solved")
+    read = run_totals(read_progress(tmp_path))  # what the launcher and the harness read
+    assert (read.env_steps, read.episodes, read.solved) == (512, 101, True)
+
+
+@pytest.mark.parametrize("module", [
+    "benchmarks.tf2_multiprocessing",
+    pytest.param("benchmarks.tf2_ray", marks=pytest.mark.skipif(not HAS_RAY, reason="no ray")),
+    "benchmarks.run",
+])
+def test_parents_never_import_tensorflow(module):
+    # A process that imported TF must not fork; the variants' parents spawn or start Ray.
+    code = f"import sys, {module}; print('tensorflow' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+    assert result.stdout.strip() == "False", result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--policy", "lstm"], "mlp network only"),
+    (["--workers", "0"], "--workers"),
+    (["--env", "NoSuchEnv-v9"], "NoSuchEnv-v9"),
+    (["--no-such-flag"], "--no-such-flag"),
+])
+def test_tf2_variant_bad_flags_end_in_one_line(tmp_path, flags, words):
+    result = subprocess.run([sys.executable, "-m", "benchmarks.tf2_multiprocessing", "--logdir",
+                             str(tmp_path / "run"), *flags], cwd=REPO, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- TF2 == graph
+
+def test_tf2_network_and_gradients_equal_the_graph_variants():
+    """Same weights in, same outputs and same clipped gradients out, as the graph worker's
+    local network and learner_loss compute them."""
+    import tensorflow as tf
+
+    from a3c_graph import losses
+    from a3c_graph.agent import learner_loss
+    from a3c_graph.envs import env_info
+    from a3c_graph.model import build_network
+    from benchmarks import tf2_common
+
+    config = A3CConfig(rollout_length=5, envs_per_worker=3, hidden_sizes=(8, 6))
+    info = env_info(config.env)
+    T, B = config.rollout_length, config.envs_per_worker
+    rng = np.random.default_rng(0)
+    rollout = {"obs": rng.normal(size=(T, B, 4)).astype(np.float32),
+               "next_obs": rng.normal(size=(T, B, 4)).astype(np.float32),
+               "actions": rng.integers(0, 2, size=(T, B)).astype(np.int32),
+               "rewards": np.ones((T, B), np.float32),
+               "terminated": rng.random((T, B)) < 0.2, "truncated": rng.random((T, B)) < 0.1}
+
+    with tf.Graph().as_default():
+        network = build_network(info.obs_shape, info.num_actions, config, "graph")
+        inputs = {k: tf.constant(v) for k, v in rollout.items()}
+        loss, _ = learner_loss(network, inputs, config)
+        clipped, _ = losses.clip_by_global_norm(tf.gradients(loss, network.variables),
+                                                config.grad_clip_norm)
+        logits, values = network(inputs["obs"][0])
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            weights, graph_grads, graph_logits, graph_values = session.run(
+                [network.variables, clipped, logits, values])
+
+    model = tf2_common.build_model(info, config)
+    assert [w.shape for w in model.get_weights()] == [w.shape for w in weights]
+    model.set_weights(weights)
+    tf2_logits, tf2_values = model(rollout["obs"][0])
+    np.testing.assert_allclose(tf2_logits.numpy(), graph_logits, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tf2_values.numpy(), graph_values, rtol=1e-5, atol=1e-6)
+    tf2_grads, parts = tf2_common.make_gradient_step(model, config, info)(
+        {k: rollout[k] for k in tf2_common.LEARNER_KEYS})
+    for got, expected in zip(tf2_grads, graph_grads):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-6)
+    assert set(parts) >= {"loss", "grad_norm", "policy_loss", "value_loss", "entropy"}
+
+
+# --------------------------------------------------------------------------- smoke runs
+
+def _gone(pid: int, create_time: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return (abs(proc.create_time() - create_time) > 0.01
+                or proc.status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("variant", [
+    "graph",
+    "tf2_mp",
+    pytest.param("tf2_ray", marks=pytest.mark.skipif(
+        not HAS_RAY, reason="ray is not installed (pip install -e '.[bench]')")),
+])
+def test_harness_smoke_run(tmp_path, variant):
+    out = tmp_path / "results"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--variants", variant, "--out", str(out),
+         *SMOKE_FLAGS], cwd=REPO, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_SECS)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    data = json.loads((out / "results.json").read_text())
+    (record,) = data["records"]
+    assert tuple(record) == bench_run.RECORD_KEYS
+    assert record["variant"] == variant and record["exit_code"] == 0
+    assert record["stop_reason"] in ("solved", "max_seconds", "max_steps")
+    assert record["steps_per_sec"] > 0
+    assert record["startup_s"] > 0 and record["peak_memory_mb"] > 0
+    assert record["final_env_steps"] > 0 and record["return_curve"]
+    assert record["solved"] == (record["time_to_solve_s"] is not None)
+    assert data["medians"][variant]["runs"] == 1
+    assert {"cpu_count", "memory_gb", "python", "versions"} <= set(data["machine"])
+
+    # What the variant itself wrote, in the graph launcher's format.
+    summary = json.loads((Path(record["logdir"]) / "summary.json").read_text())
+    assert summary["env_steps"] == record["final_env_steps"]
+    table = (out / "results.md").read_text()
+    assert f"| {variant} | 1 | " in table and f"| {variant} | 1 | " in result.stdout
+    for plot in ("returns.png", "steps_per_sec.png"):
+        assert (out / plot).read_bytes()[:4] == b"\x89PNG"
+
+    # Nothing the run started is left: the harness checked, and so do we.
+    assert record["leftover_processes"] == []
+    assert len(record["processes"]) >= 2
+    assert all(_gone(p["pid"], p["create_time"]) for p in record["processes"])
