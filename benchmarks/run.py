@@ -17,8 +17,11 @@ with the shorter --scaling-seconds budget. Every run gets the same A3C flags.
 
 Measured per run, from the progress files every variant writes (a3c_graph.worker's format)
 and from the process tree, sampled every SAMPLE_SECS:
-  steps_per_sec       env steps from the first progress report with env_steps > 0 to the
-                      last, over the time between them (start-up excluded)
+  steps_per_sec       agent (env) steps from the first progress report with env_steps > 0
+                      to the last, over the time between them (start-up excluded)
+  frames_per_sec      steps_per_sec x the env's frame skip (a3c_graph.envs.env_info with
+                      the run's env options: 4 emulator frames per agent step for ALE ids,
+                      1 elsewhere, so the same as steps_per_sec on CartPole)
   time_to_solve_s     launch -> the first worker's report that the run is solved (wall
                       clock, start-up included); None if not solved
   env_steps_to_solve  the global env steps in that report
@@ -56,6 +59,7 @@ from typing import Any, NoReturn
 import psutil
 
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
+from a3c_graph.envs import env_info, env_options
 from a3c_graph.launch import LaunchError, Totals, read_progress, resolve_target_return, run_totals
 from benchmarks import runtime
 
@@ -70,13 +74,13 @@ OVERRUN_SECS = 180.0
 STOP_TIMEOUT_SECS = 30.0
 # After a run's root exits, how long the rest of its tree gets to exit on its own.
 LEFTOVER_TIMEOUT_SECS = 15.0
-MEDIAN_KEYS = ("steps_per_sec", "time_to_solve_s", "env_steps_to_solve", "startup_s",
-               "peak_memory_mb", "final_mean_return_100")
+MEDIAN_KEYS = ("steps_per_sec", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
+               "startup_s", "peak_memory_mb", "final_mean_return_100")
 RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "max_seconds", "command",
                "logdir", "log", "exit_code", "stop_reason", "solved", "steps_per_sec",
-               "time_to_solve_s", "env_steps_to_solve", "startup_s", "peak_memory_mb",
-               "final_mean_return_100", "final_env_steps", "episodes", "wall_s",
-               "return_curve", "processes", "leftover_processes")
+               "frame_skip", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
+               "startup_s", "peak_memory_mb", "final_mean_return_100", "final_env_steps",
+               "episodes", "wall_s", "return_curve", "processes", "leftover_processes")
 
 
 class UsageError(Exception):
@@ -169,12 +173,18 @@ class Sampler:
 
 
 def steps_per_sec(progress: Sequence[Totals]) -> float | None:
-    """Env steps/s after start-up: from the first report with env_steps > 0 to the last."""
+    """Agent (env) steps/s after start-up: from the first report with env_steps > 0 to the
+    last."""
     counting = [t for t in progress if t.env_steps > 0]
     if len(counting) < 2 or counting[-1].time <= counting[0].time:
         return None
     first, last = counting[0], counting[-1]
     return (last.env_steps - first.env_steps) / (last.time - first.time)
+
+
+def frame_skip(config: A3CConfig) -> int:
+    """Emulator frames per agent step of config's env (4 for ALE ids, 1 elsewhere)."""
+    return env_info(config.env, **env_options(config)).frame_skip
 
 
 def startup_seconds(progress: Sequence[Totals], launched: float) -> float | None:
@@ -220,7 +230,7 @@ def run_one(spec: RunSpec, config: A3CConfig, out: Path) -> dict[str, Any]:
     sampler.read_progress()
     leftovers = runtime.end_processes(sampler.processes.values(), LEFTOVER_TIMEOUT_SECS)
     record = build_record(spec, command, logdir, log_path, popen.returncode, launched, ended,
-                          sampler, leftovers, stop_reason)
+                          sampler, leftovers, stop_reason, frame_skip(config))
     if interrupted:
         raise RunInterrupted(record)
     return record
@@ -265,8 +275,10 @@ def _stop_run(popen: subprocess.Popen, sampler: Sampler) -> None:
 
 def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path,
                  exit_code: int | None, launched: float, ended: float, sampler: Sampler,
-                 leftovers: list[str], stop_reason: str | None) -> dict[str, Any]:
+                 leftovers: list[str], stop_reason: str | None,
+                 frame_skip: int = 1) -> dict[str, Any]:
     progress = sampler.progress
+    rate = steps_per_sec(progress)
     final = progress[-1] if progress else None
     solved = solve_report(logdir)
     summary = _read_json(logdir / "summary.json")
@@ -278,7 +290,9 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
         "stop_reason": stop_reason or summary.get("stop_reason")
         or (final.stop_reason if final else None),
         "solved": solved is not None,
-        "steps_per_sec": _round(steps_per_sec(progress)),
+        "steps_per_sec": _round(rate),
+        "frame_skip": frame_skip,
+        "frames_per_sec": _round(None if rate is None else rate * frame_skip),
         "time_to_solve_s": _round(solved["time"] - launched, 2) if solved else None,
         "env_steps_to_solve": int(solved["env_steps"]) if solved else None,
         "startup_s": _round(startup_seconds(progress, launched), 2),
@@ -346,13 +360,14 @@ def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
 
 
 def markdown_table(summary: dict[str, dict]) -> str:
-    lines = ["| variant | runs | solved | steps/s | time to solve | env steps to solve "
-             "| start-up | peak memory |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| variant | runs | solved | agent steps/s | frames/s | time to solve "
+             "| env steps to solve | start-up | peak memory |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for variant, s in summary.items():
         lines.append(
             f"| {variant} | {s['runs']} | {s['solved']}/{s['runs']} "
-            f"| {_fmt(s['steps_per_sec'])} | {_fmt(s['time_to_solve_s'], ' s', 1)} "
+            f"| {_fmt(s['steps_per_sec'])} | {_fmt(s['frames_per_sec'])} "
+            f"| {_fmt(s['time_to_solve_s'], ' s', 1)} "
             f"| {_fmt(s['env_steps_to_solve'])} | {_fmt(s['startup_s'], ' s', 1)} "
             f"| {_fmt(s['peak_memory_mb'], ' MB')} |")
     return "\n".join(lines)
@@ -399,7 +414,9 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
             f"{settings['seeds']} seed(s), budget {settings['max_seconds']:g} s", "",
             markdown_table(summary), "",
             "Medians over the seeds; time and env steps to solve over the solved runs only. "
-            "steps/s excludes start-up; time to solve includes it. Peak memory sums the RSS "
+            "Agent steps/s and frames/s (agent steps/s x the env's frame skip: 4 emulator "
+            "frames per agent step for ALE ids, 1 elsewhere) exclude start-up; time to solve "
+            "includes it. Peak memory sums the RSS "
             "of each variant's whole process tree.", ""]
     if scaling:
         text += [f"## steps/s vs workers ({settings['scaling_seconds']:g} s budget or until "
@@ -422,8 +439,9 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
 
     written = []
     main = [r for r in records if r["phase"] == "main"]
+    # One time axis for all panels: how much sooner one variant solves is the point.
     fig, axes = plt.subplots(1, len(variants), figsize=(5 * len(variants), 4), squeeze=False,
-                             sharey=True)
+                             sharex=True, sharey=True)
     for ax, variant in zip(axes[0], variants):
         for r in (r for r in main if r["variant"] == variant):
             points = [(t, m) for t, _, m in r["return_curve"] if m is not None]
@@ -432,10 +450,12 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
         if target_return is not None:
             ax.axhline(target_return, color="gray", linestyle="--", linewidth=1)
         ax.set_title(variant)
-        ax.set_xlim(left=0)  # from launch: start-up shows as the blank before each line
         ax.set_xlabel("seconds since launch")
         if ax.lines:
             ax.legend(loc="lower right", fontsize="small")
+    # From launch: start-up shows as the blank before each line.
+    longest = max((t for r in main for t, _, _ in r["return_curve"]), default=1.0)
+    axes[0][0].set_xlim(0, longest * 1.02)
     axes[0][0].set_ylabel("mean return (last 100 episodes)")
     written.append(_save(fig, out / "returns.png"))
 
@@ -566,7 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run_line(r: dict) -> str:
     return (f"{'solved' if r['solved'] else r['stop_reason']}, {_fmt(r['steps_per_sec'])} "
-            f"steps/s, start-up {_fmt(r['startup_s'], ' s', 1)}, time to solve "
+            f"agent steps/s, {_fmt(r['frames_per_sec'])} frames/s, start-up "
+            f"{_fmt(r['startup_s'], ' s', 1)}, time to solve "
             f"{_fmt(r['time_to_solve_s'], ' s', 1)}, peak {_fmt(r['peak_memory_mb'], ' MB')}, "
             f"mean return(100) {_fmt(r['final_mean_return_100'], '', 1)}"
             + (f", ended leftovers {r['leftover_processes']}" if r["leftover_processes"] else ""))

@@ -98,14 +98,14 @@ def parse_variant_args(prog: str, description: str,
 
 
 def check_tf2_network(config: A3CConfig) -> None:
-    """ValueError unless config's network is the MLP, the one the TF2 variants implement
-    (CartPole and other vector-observation envs; the CNN and LSTM are graph-only)."""
+    """ValueError unless config's network is one the TF2 variants implement: the MLP
+    (vector observations) or the CNN (images, e.g. Atari); the LSTM is graph-only.
+    Also the ValueError of --policy cnn on vector observations, as the graph worker's."""
     obs_shape = env_info(config.env, **env_options(config)).obs_shape
-    torso, recurrent = resolve_policy(config.policy, obs_shape)
-    if torso != "mlp" or recurrent:
-        raise ValueError(f"the TF2 variants implement the mlp network only; --policy "
-                         f"{config.policy} gives {'lstm' if recurrent else torso} for "
-                         f"{config.env}")
+    _torso, recurrent = resolve_policy(config.policy, obs_shape)
+    if recurrent:
+        raise ValueError(f"the TF2 variants implement the mlp and cnn networks, not the lstm "
+                         f"(--policy {config.policy}); run it with the graph variant")
 
 
 def prepare_logdir(logdir: Path) -> None:

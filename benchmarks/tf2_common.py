@@ -1,7 +1,9 @@
 """What both TF2 variants share: the graph variant's A3C in eager TF2.
 
-  * ActorCritic: a3c_graph.model's network (same towers, sizes, activations, initializers
-    and forward pass), its variables made with tf.Variable instead of get_variable.
+  * ActorCritic / ActorCriticCNN: a3c_graph.model's MLP and CNN networks (same layers,
+    sizes, activations, initializers and forward pass), their variables made with
+    tf.Variable instead of get_variable; build_model picks one as the graph worker does.
+    The LSTM is graph-only (benchmarks.runtime.check_tf2_network refuses it).
   * make_policy_step / make_gradient_step: tf.functions for one batched policy inference
     and for the clipped gradients of one rollout. The loss is a3c_graph.agent.learner_loss
     itself, so GAE, normalization, the A3C loss and clipping are the graph variant's code.
@@ -25,10 +27,10 @@ import numpy as np
 import tensorflow as tf
 
 from a3c_graph import losses
+from a3c_graph import model as graph_model
 from a3c_graph.agent import learner_loss
-from a3c_graph.config import A3CConfig
+from a3c_graph.config import A3CConfig, resolve_policy
 from a3c_graph.envs import EnvBatch, EnvInfo, env_info, env_options
-from a3c_graph.model import ActorCriticMLP
 from a3c_graph.rollout import ROLLOUT_KEYS, rollout_signature, sample_actions
 
 tf1 = tf.compat.v1
@@ -48,7 +50,22 @@ def configure_tensorflow(config: A3CConfig) -> str:
     return "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
 
 
-class ActorCritic(ActorCriticMLP):
+class _EagerWeights:
+    """get_weights / set_weights (numpy, in `variables` order) of an eager network."""
+
+    variables: list
+
+    def get_weights(self) -> list[np.ndarray]:
+        return [v.numpy() for v in self.variables]
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        if len(weights) != len(self.variables):
+            raise ValueError(f"expected {len(self.variables)} arrays, got {len(weights)}")
+        for variable, value in zip(self.variables, weights):
+            variable.assign(value)
+
+
+class ActorCritic(_EagerWeights, graph_model.ActorCriticMLP):
     """a3c_graph.model.ActorCriticMLP with eager tf.Variables.
 
     Only the variable creation is replaced (get_variable needs a graph's variable scope):
@@ -79,21 +96,60 @@ class ActorCritic(ActorCriticMLP):
             in_size = size
         return layers
 
-    def get_weights(self) -> list[np.ndarray]:
-        return [v.numpy() for v in self.variables]
 
-    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
-        if len(weights) != len(self.variables):
-            raise ValueError(f"expected {len(self.variables)} arrays, got {len(weights)}")
-        for variable, value in zip(self.variables, weights):
-            variable.assign(value)
+class _EagerVariables(graph_model._Variables):
+    """model._Variables that makes eager tf.Variables: the same shapes, initializers and
+    creation order, so model's own torso and heads classes build the network."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def get(self, name, shape, gain=None, zeros=False):
+        initializer = (tf1.zeros_initializer() if zeros
+                       else tf1.orthogonal_initializer(math.sqrt(2) if gain is None else gain))
+        var = tf.Variable(initializer(shape, tf.float32), name=f"{self.prefix}{name}")
+        self.created.append(var)
+        return var
 
 
-def build_model(info: EnvInfo, config: A3CConfig) -> ActorCritic:
+class ActorCriticCNN(_EagerWeights, graph_model.ActorCriticCNN):
+    """a3c_graph.model.ActorCriticCNN with eager tf.Variables.
+
+    The torso and heads are model.py's own classes, handed a variable factory that makes
+    tf.Variables; the forward pass (__call__) is inherited. So the convolutions, layer
+    sizes and variable order are the graph variant's by construction, and learner_loss
+    takes the CNN path (values of s_{t+1} only where needed) for it too.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], num_actions: int,
+                 hidden_sizes: Sequence[int]):
+        # No super().__init__(): it would make graph variables with get_variable.
+        self.num_actions = num_actions
+        self.scope_name = "tf2"
+        vars_ = _EagerVariables("torso/")  # the names model.py's variable scopes give
+        self.torso = graph_model._CNNTorso(vars_, obs_shape, hidden_sizes)
+        vars_.prefix = ""
+        self.heads = graph_model._Heads(vars_, self.torso.out_size, num_actions)
+        self.variables = vars_.created
+
+
+TF2Network = ActorCritic | ActorCriticCNN
+
+
+def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
+    """The network the graph worker builds for this env and --policy (model.build_network),
+    with eager variables. ValueError for the LSTM, which only the graph variant has."""
+    torso, recurrent = resolve_policy(config.policy, info.obs_shape)
+    if recurrent:
+        raise ValueError("the TF2 variants implement the mlp and cnn networks; --policy lstm "
+                         "is graph-only")
+    if torso == "cnn":
+        return ActorCriticCNN(info.obs_shape, info.num_actions, config.hidden_sizes)
     return ActorCritic(info.obs_shape, info.num_actions, config.hidden_sizes)
 
 
-def make_policy_step(model: ActorCritic, info: EnvInfo, num_envs: int):
+def make_policy_step(model: TF2Network, info: EnvInfo, num_envs: int):
     """tf.function: observations [B, *obs_shape] -> sampled actions [B] int32."""
     obs_spec = tf.TensorSpec([num_envs, *info.obs_shape], tf.as_dtype(info.obs_dtype))
 
@@ -113,7 +169,7 @@ def learner_signature(info: EnvInfo, T: int, B: int) -> dict[str, tf.TensorSpec]
     return {key: specs[key] for key in LEARNER_KEYS}
 
 
-def make_gradient_step(model: ActorCritic, config: A3CConfig, info: EnvInfo):
+def make_gradient_step(model: TF2Network, config: A3CConfig, info: EnvInfo):
     """tf.function: rollout -> (gradients clipped to config.grad_clip_norm, loss parts).
 
     The gradients are of learner_loss on `model`, the copy that acted (as the graph
@@ -161,7 +217,7 @@ def collect_rollout(envs: EnvBatch, policy_step, T: int) -> dict[str, np.ndarray
 class RolloutResult:
     """What a worker sends to the parameter holder after one rollout."""
 
-    gradients: list[np.ndarray]  # clipped, in ActorCritic.variables order
+    gradients: list[np.ndarray]  # clipped, in the model's variables order
     env_steps: int               # T * B
     finished_returns: list[float]  # returns of the episodes that ended, oldest first
     loss_parts: dict[str, float]

@@ -29,6 +29,10 @@ from benchmarks import run as bench_run  # noqa: E402
 from benchmarks import runtime  # noqa: E402
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
+HAS_ALE = importlib.util.find_spec("ale_py") is not None
+needs_ale = pytest.mark.skipif(not HAS_ALE, reason="ale_py is not installed (the atari extra: "
+                               "pip install -e '.[atari]')")
+PONG = "ALE/Pong-v5"
 SMOKE_FLAGS = ["--seeds", "1", "--workers", "1", "--max-seconds", "6", "--progress-secs", "1",
                "--rollout-length", "16", "--envs-per-worker", "4"]
 SMOKE_TIMEOUT_SECS = 240
@@ -71,10 +75,11 @@ def test_graph_runs_through_the_users_launcher_with_the_shared_flags(tmp_path):
 
 
 def fake_record(variant: str, phase: str, seed: int, workers: int, rate: float,
-                solve_time: float | None) -> dict:
+                solve_time: float | None, frame_skip: int = 1) -> dict:
     record = dict.fromkeys(bench_run.RECORD_KEYS)
     record.update(name=f"{phase}-{variant}-{workers}-{seed}", variant=variant, phase=phase,
-                  seed=seed, workers=workers, steps_per_sec=rate, solved=solve_time is not None,
+                  seed=seed, workers=workers, steps_per_sec=rate, frame_skip=frame_skip,
+                  frames_per_sec=rate * frame_skip, solved=solve_time is not None,
                   time_to_solve_s=solve_time, startup_s=5.0, peak_memory_mb=1000.0,
                   return_curve=[[6.0, 100, 20.0], [9.0, 5000, 80.0]], processes=[],
                   leftover_processes=[])
@@ -98,10 +103,41 @@ def test_results_table_medians_and_plots(tmp_path):
     assert medians["graph"]["steps_per_sec"] == 2000.0
     assert medians["graph"]["time_to_solve_s"] == 50.0  # over the solved runs only
     assert medians["tf2_mp"]["time_to_solve_s"] is None
-    assert "| graph | 3 | 2/3 | 2,000 | 50.0 s |" in markdown
+    assert medians["graph"]["frames_per_sec"] == 2000.0  # CartPole: one frame per step
+    assert "| graph | 3 | 2/3 | 2,000 | 2,000 | 50.0 s |" in markdown
+    assert "| agent steps/s | frames/s |" in markdown
     assert "| graph | 900 | 2,500 |" in markdown  # scaling: 1 and 4 workers
     plots = bench_run.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png", "scaling.png"]
+
+
+def test_records_carry_frames_per_sec_from_the_envs_frame_skip(tmp_path):
+    sampler = bench_run.Sampler(root_pid=0, logdir=tmp_path, launched=95.0,
+                                progress=[totals(100.0, 1000), totals(102.0, 2000)])
+    spec = bench_run.RunSpec("graph", seed=0, workers=2, max_seconds=120, phase="main")
+    record = bench_run.build_record(spec, ["cmd"], tmp_path, tmp_path / "log", 0, 95.0, 103.0,
+                                    sampler, [], None, frame_skip=4)
+    assert tuple(record) == bench_run.RECORD_KEYS
+    assert (record["steps_per_sec"], record["frame_skip"], record["frames_per_sec"]) == (
+        500.0, 4, 2000.0)
+    assert "500 agent steps/s, 2,000 frames/s" in bench_run._run_line(record)
+    assert bench_run.frame_skip(A3CConfig()) == 1  # CartPole: frames/s == agent steps/s
+
+
+@needs_ale
+def test_pong_has_four_frames_per_agent_step_and_every_variant_gets_the_atari_preset(tmp_path):
+    _, config, _ = bench_run.parse_args(["--env", PONG, "--max-seconds", "120"])
+    assert bench_run.frame_skip(config) == 4
+    spec = bench_run.RunSpec("tf2_mp", seed=0, workers=2, max_seconds=120, phase="main")
+    command = bench_run.variant_command(spec, config, tmp_path / "run")
+    # The TF2 variant resolves its flags as the graph launcher does: the atari preset.
+    run = runtime.parse_variant_args("tf2_mp", "", command[3:])
+    assert run.config == dataclasses.replace(config, max_seconds=120.0)
+    assert (run.config.hidden_sizes, run.config.rollout_length, run.config.learning_rate,
+            run.config.target_return) == ((256,), 20, 1e-4, 18.0)
+    graph_command = bench_run.variant_command(dataclasses.replace(spec, variant="graph"),
+                                              config, tmp_path / "run")
+    assert graph_command[2:] == command[3:]  # the graph launcher gets the same flags
 
 
 @pytest.mark.parametrize("flags, words", [
@@ -151,7 +187,8 @@ def test_parents_never_import_tensorflow(module):
 
 
 @pytest.mark.parametrize("flags, words", [
-    (["--policy", "lstm"], "mlp network only"),
+    (["--policy", "lstm"], "not the lstm"),
+    (["--policy", "cnn"], "--policy cnn needs image observations"),
     (["--workers", "0"], "--workers"),
     (["--env", "NoSuchEnv-v9"], "NoSuchEnv-v9"),
     (["--no-such-flag"], "--no-such-flag"),
@@ -168,27 +205,18 @@ def test_tf2_variant_bad_flags_end_in_one_line(tmp_path, flags, words):
 
 # --------------------------------------------------------------------------- TF2 == graph
 
-def test_tf2_network_and_gradients_equal_the_graph_variants():
+def assert_tf2_equals_graph(config: A3CConfig, rollout: dict) -> None:
     """Same weights in, same outputs and same clipped gradients out, as the graph worker's
     local network and learner_loss compute them."""
     import tensorflow as tf
 
     from a3c_graph import losses
     from a3c_graph.agent import learner_loss
-    from a3c_graph.envs import env_info
+    from a3c_graph.envs import env_info, env_options
     from a3c_graph.model import build_network
     from benchmarks import tf2_common
 
-    config = A3CConfig(rollout_length=5, envs_per_worker=3, hidden_sizes=(8, 6))
-    info = env_info(config.env)
-    T, B = config.rollout_length, config.envs_per_worker
-    rng = np.random.default_rng(0)
-    rollout = {"obs": rng.normal(size=(T, B, 4)).astype(np.float32),
-               "next_obs": rng.normal(size=(T, B, 4)).astype(np.float32),
-               "actions": rng.integers(0, 2, size=(T, B)).astype(np.int32),
-               "rewards": np.ones((T, B), np.float32),
-               "terminated": rng.random((T, B)) < 0.2, "truncated": rng.random((T, B)) < 0.1}
-
+    info = env_info(config.env, **env_options(config))
     with tf.Graph().as_default():
         network = build_network(info.obs_shape, info.num_actions, config, "graph")
         inputs = {k: tf.constant(v) for k, v in rollout.items()}
@@ -202,6 +230,8 @@ def test_tf2_network_and_gradients_equal_the_graph_variants():
                 [network.variables, clipped, logits, values])
 
     model = tf2_common.build_model(info, config)
+    assert type(model).__mro__[1:] == (tf2_common._EagerWeights, type(network),
+                                       *type(network).__mro__[1:])
     assert [w.shape for w in model.get_weights()] == [w.shape for w in weights]
     model.set_weights(weights)
     tf2_logits, tf2_values = model(rollout["obs"][0])
@@ -209,9 +239,43 @@ def test_tf2_network_and_gradients_equal_the_graph_variants():
     np.testing.assert_allclose(tf2_values.numpy(), graph_values, rtol=1e-5, atol=1e-6)
     tf2_grads, parts = tf2_common.make_gradient_step(model, config, info)(
         {k: rollout[k] for k in tf2_common.LEARNER_KEYS})
+    assert len(tf2_grads) == len(graph_grads)
     for got, expected in zip(tf2_grads, graph_grads):
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-6)
     assert set(parts) >= {"loss", "grad_norm", "policy_loss", "value_loss", "entropy"}
+
+
+def random_rollout(config: A3CConfig, obs_shape: tuple, obs_dtype, num_actions: int) -> dict:
+    T, B = config.rollout_length, config.envs_per_worker
+    rng = np.random.default_rng(0)
+    if np.dtype(obs_dtype) == np.uint8:
+        observations = lambda: rng.integers(0, 256, size=(T, B, *obs_shape), dtype=np.uint8)  # noqa: E731
+    else:
+        observations = lambda: rng.normal(size=(T, B, *obs_shape)).astype(obs_dtype)  # noqa: E731
+    return {"obs": observations(), "next_obs": observations(),
+            "actions": rng.integers(0, num_actions, size=(T, B)).astype(np.int32),
+            "rewards": rng.normal(size=(T, B)).astype(np.float32),
+            "terminated": rng.random((T, B)) < 0.2, "truncated": rng.random((T, B)) < 0.1}
+
+
+def test_tf2_network_and_gradients_equal_the_graph_variants():
+    config = A3CConfig(rollout_length=5, envs_per_worker=3, hidden_sizes=(8, 6))
+    assert_tf2_equals_graph(config, random_rollout(config, (4,), np.float32, 2))
+
+
+@needs_ale
+def test_tf2_cnn_network_and_gradients_equal_the_graph_variants():
+    from a3c_graph.config import resolve_config
+
+    # The atari preset (raw n-step advantages) with a smaller dense layer; one env ends an
+    # episode mid-rollout, so the learner also evaluates a final observation.
+    config = resolve_config({"env": PONG, "rollout_length": 4, "envs_per_worker": 2,
+                             "hidden_sizes": (16,)})
+    rollout = random_rollout(config, (4, 84, 84), np.uint8, 6)
+    rollout["terminated"][:] = False
+    rollout["truncated"][:] = False
+    rollout["terminated"][1, 0] = True
+    assert_tf2_equals_graph(config, rollout)
 
 
 # --------------------------------------------------------------------------- smoke runs
@@ -245,6 +309,8 @@ def test_harness_smoke_run(tmp_path, variant):
     assert record["variant"] == variant and record["exit_code"] == 0
     assert record["stop_reason"] in ("solved", "max_seconds", "max_steps")
     assert record["steps_per_sec"] > 0
+    assert record["frame_skip"] == 1 and record["frames_per_sec"] == record["steps_per_sec"]
+    assert data["medians"][variant]["frames_per_sec"] == data["medians"][variant]["steps_per_sec"]
     assert record["startup_s"] > 0 and record["peak_memory_mb"] > 0
     assert record["final_env_steps"] > 0 and record["return_curve"]
     assert record["solved"] == (record["time_to_solve_s"] is not None)
