@@ -747,18 +747,28 @@ class Supervisor:
 
 # --------------------------------------------------------------------------- summary
 
+def run_timing(progress: Mapping[int, dict], totals: Totals | None,
+               started: float) -> tuple[float | None, float | None]:
+    """(start-up seconds, env steps/s after start-up) of a run launched at `started`.
+
+    Start-up runs from launch until the first worker trains (TF import, servers, graph,
+    init). Steps/s counts this run's own steps: after a restore the global counter also
+    holds earlier runs'.
+    """
+    if not (totals and totals.training_started):
+        return None, None
+    startup_seconds = round(totals.training_started - started, 1)
+    if totals.time <= totals.training_started:
+        return startup_seconds, None
+    run_steps = sum(int(p.get("local_env_steps") or 0) for p in progress.values())
+    return startup_seconds, round(run_steps / (totals.time - totals.training_started), 1)
+
+
 def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
                   tasks: Sequence[RunningTask]) -> dict:
     progress = read_progress(plan.logdir)
     totals = run_totals(progress)
-    startup_seconds = steps_per_sec = None
-    if totals and totals.training_started:
-        # Start-up: launch until the first worker trains (TF import, servers, graph, init).
-        startup_seconds = round(totals.training_started - started, 1)
-        if totals.time > totals.training_started:
-            # This run's own steps: after a restore the global counter includes earlier runs.
-            run_steps = sum(int(p.get("local_env_steps") or 0) for p in progress.values())
-            steps_per_sec = round(run_steps / (totals.time - totals.training_started), 1)
+    startup_seconds, steps_per_sec = run_timing(progress, totals, started)
     return {
         "solved": bool(totals and totals.solved),
         "wall_seconds": round(time.time() - started, 1),

@@ -35,6 +35,7 @@ from a3c_graph.launch import (
     is_gone,
     read_progress,
     resolve_target_return,
+    run_timing,
     run_totals,
     write_atomic,
 )
@@ -230,14 +231,7 @@ def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,
     """summary.json with the graph launcher's keys, also printed as the last stdout line."""
     progress = read_progress(run.logdir)
     totals = run_totals(progress)
-    startup_seconds = steps_per_sec = None
-    if totals and totals.training_started:
-        # As a3c_graph.launch.build_summary: launch until the first worker trains, and this
-        # run's own steps over the time since then.
-        startup_seconds = round(totals.training_started - started, 1)
-        if totals.time > totals.training_started:
-            run_steps = sum(int(p.get("local_env_steps") or 0) for p in progress.values())
-            steps_per_sec = round(run_steps / (totals.time - totals.training_started), 1)
+    startup_seconds, steps_per_sec = run_timing(progress, totals, started)
     summary = {
         "variant": variant,
         "solved": bool(totals and totals.solved),
