@@ -51,22 +51,16 @@ class ActorCriticMLP:
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.policy_layers = self._tower("policy", hidden_sizes, num_actions, out_gain=0.01)
-            self.value_layers = self._tower("value", hidden_sizes, 1, out_gain=1.0)
+            self._build(_Variables(), hidden_sizes, num_actions)
 
-    def _tower(self, name, hidden_sizes, out_size, out_gain):
-        layers = []
-        in_size = self.obs_dim
-        sizes = list(hidden_sizes) + [out_size]
-        with tf1.variable_scope(name):
-            for i, size in enumerate(sizes):
-                gain = out_gain if i == len(sizes) - 1 else math.sqrt(2)
-                weights = tf1.get_variable(f"fc{i}/weights", [in_size, size], tf.float32,
-                                           initializer=tf1.orthogonal_initializer(gain))
-                biases = tf1.get_variable(f"fc{i}/biases", [size], tf.float32,
-                                          initializer=tf1.zeros_initializer())
-                layers.append((weights, biases))
-                in_size = size
+    def _build(self, vars_: _Variables, hidden_sizes, num_actions):
+        """Both towers, their variables made by `vars_` (graph or eager, see _Variables)."""
+        self.policy_layers = self._tower(vars_, "policy", hidden_sizes, num_actions, 0.01)
+        self.value_layers = self._tower(vars_, "value", hidden_sizes, 1, 1.0)
+
+    def _tower(self, vars_, name, hidden_sizes, out_size, out_gain):
+        layers, in_size = _dense_stack(vars_, f"{name}/", self.obs_dim, hidden_sizes)
+        layers.append(vars_.dense(f"{name}/fc{len(layers)}", in_size, out_size, gain=out_gain))
         return layers
 
     @property
@@ -95,7 +89,12 @@ LSTM_FORGET_BIAS = 1.0  # starts the LSTM remembering (Jozefowicz et al. 2015)
 
 
 class _Variables:
-    """Creates variables in one scope and remembers them in creation order."""
+    """Creates variables in one scope and remembers them in creation order.
+
+    Orthogonal weights (gain sqrt(2) unless given) and zero biases. `_make` is the one
+    place that decides what kind of variable it is: tf.compat.v1.get_variable here, so the
+    enclosing variable scope names it; the TF2 benchmarks override it with tf.Variable.
+    """
 
     def __init__(self):
         self.created: list = []
@@ -103,13 +102,25 @@ class _Variables:
     def get(self, name, shape, gain=None, zeros=False):
         initializer = (tf1.zeros_initializer() if zeros
                        else tf1.orthogonal_initializer(math.sqrt(2) if gain is None else gain))
-        var = tf1.get_variable(name, shape, tf.float32, initializer=initializer)
+        var = self._make(name, shape, initializer)
         self.created.append(var)
         return var
+
+    def _make(self, name, shape, initializer):
+        return tf1.get_variable(name, shape, tf.float32, initializer=initializer)
 
     def dense(self, name, in_size, out_size, gain=None):
         return (self.get(f"{name}/weights", [in_size, out_size], gain),
                 self.get(f"{name}/biases", [out_size], zeros=True))
+
+
+def _dense_stack(vars_: _Variables, prefix: str, in_size: int, sizes):
+    """Dense layers fc0, fc1, ... of `sizes` after an input of `in_size`: (layers, out size)."""
+    layers = []
+    for i, size in enumerate(sizes):
+        layers.append(vars_.dense(f"{prefix}fc{i}", in_size, size))
+        in_size = size
+    return layers, in_size
 
 
 def _image_input(observations, obs_shape):
@@ -137,12 +148,7 @@ class _CNNTorso:
             channels = CONV_FILTERS
             height, width = -(-height // CONV_STRIDE), -(-width // CONV_STRIDE)
         self.flat_size = height * width * channels
-        self.layers = []
-        in_size = self.flat_size
-        for i, size in enumerate(hidden_sizes):
-            self.layers.append(vars_.dense(f"fc{i}", in_size, size))
-            in_size = size
-        self.out_size = in_size
+        self.layers, self.out_size = _dense_stack(vars_, "", self.flat_size, hidden_sizes)
 
     def __call__(self, observations):
         x = _image_input(observations, self.obs_shape)
@@ -159,12 +165,7 @@ class _MLPTorso:
 
     def __init__(self, vars_: _Variables, obs_shape, hidden_sizes):
         self.obs_dim = int(math.prod(obs_shape))
-        self.layers = []
-        in_size = self.obs_dim
-        for i, size in enumerate(hidden_sizes):
-            self.layers.append(vars_.dense(f"fc{i}", in_size, size))
-            in_size = size
-        self.out_size = in_size
+        self.layers, self.out_size = _dense_stack(vars_, "", self.obs_dim, hidden_sizes)
 
     def __call__(self, observations):
         x = tf.reshape(tf.cast(observations, tf.float32), [-1, self.obs_dim])

@@ -79,22 +79,7 @@ class ActorCritic(_EagerWeights, graph_model.ActorCriticMLP):
         self.obs_dim = int(math.prod(obs_shape))
         self.num_actions = num_actions
         self.scope_name = "tf2"
-        self.policy_layers = self._tower("policy", hidden_sizes, num_actions, out_gain=0.01)
-        self.value_layers = self._tower("value", hidden_sizes, 1, out_gain=1.0)
-
-    def _tower(self, name, hidden_sizes, out_size, out_gain):
-        """Orthogonal weights (sqrt(2) gain for hidden layers), zero biases, as model.py."""
-        layers = []
-        in_size = self.obs_dim
-        sizes = list(hidden_sizes) + [out_size]
-        for i, size in enumerate(sizes):
-            gain = out_gain if i == len(sizes) - 1 else math.sqrt(2)
-            weights = tf.Variable(tf1.orthogonal_initializer(gain)([in_size, size], tf.float32),
-                                  name=f"{name}/fc{i}/weights")
-            biases = tf.Variable(tf.zeros([size], tf.float32), name=f"{name}/fc{i}/biases")
-            layers.append((weights, biases))
-            in_size = size
-        return layers
+        self._build(_EagerVariables(""), hidden_sizes, num_actions)
 
 
 class _EagerVariables(graph_model._Variables):
@@ -105,12 +90,8 @@ class _EagerVariables(graph_model._Variables):
         super().__init__()
         self.prefix = prefix
 
-    def get(self, name, shape, gain=None, zeros=False):
-        initializer = (tf1.zeros_initializer() if zeros
-                       else tf1.orthogonal_initializer(math.sqrt(2) if gain is None else gain))
-        var = tf.Variable(initializer(shape, tf.float32), name=f"{self.prefix}{name}")
-        self.created.append(var)
-        return var
+    def _make(self, name, shape, initializer):
+        return tf.Variable(initializer(shape, tf.float32), name=f"{self.prefix}{name}")
 
 
 class ActorCriticCNN(_EagerWeights, graph_model.ActorCriticCNN):
