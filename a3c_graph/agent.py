@@ -21,11 +21,11 @@ from a3c_graph.cluster import TaskSpec
 from a3c_graph.config import A3CConfig
 from a3c_graph.envs import EnvBatch, EnvInfo
 from a3c_graph.model import ActorCriticMLP, build_network, sync_op, values_of_next_obs
+from a3c_graph.progress import RECENT_EPISODES
 from a3c_graph.rollout import RolloutQueue, build_rollout, sample_actions
 
 tf1 = tf.compat.v1
 
-RECENT_EPISODES = 100  # "solved" is judged on the mean return of the last 100 episodes
 
 
 class EpisodeStats:

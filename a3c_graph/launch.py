@@ -47,6 +47,7 @@ from a3c_graph.config import (
     config_to_argv,
     resolve_policy,
 )
+from a3c_graph.progress import Totals, read_progress, run_totals, summary_fields, write_atomic
 
 PROG = "launch_cluster"
 WORKER_MODULE = "a3c_graph.worker"
@@ -76,7 +77,6 @@ EXIT_USAGE = 2
 EXIT_CRASH = 1
 EXIT_NOT_LIVE = 3
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
-STOP_REASON_PRIORITY = ("solved", "max_steps", "max_seconds", "signal")
 
 
 class LaunchError(Exception):
@@ -412,63 +412,6 @@ def pid_dir(logdir: Path) -> Path:
     return logdir / "pids"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Readers (status, stop, tests) never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_progress(logdir: Path) -> dict[int, dict]:
-    """The workers' progress files that parse; a file being replaced is simply skipped."""
-    progress: dict[int, dict] = {}
-    for path in sorted((logdir / "progress").glob("worker_*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            progress[int(data["task"])] = data
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return progress
-
-
-@dataclass(frozen=True)
-class Totals:
-    """The global counters of the freshest progress file, and what the workers decided."""
-
-    time: float
-    global_step: int
-    env_steps: int
-    episodes: int
-    mean_return_100: float | None
-    local_steps_per_sec: float
-    stop_reason: str | None
-    solved: bool
-    training_started: float | None  # the first worker's session was ready (unix time)
-
-
-def run_totals(progress: Mapping[int, dict]) -> Totals | None:
-    if not progress:
-        return None
-    # Global counters are read by each worker at its own moment: trust the newest reading.
-    newest = max(progress.values(), key=lambda p: (p.get("time") or 0, p.get("env_steps") or 0))
-    reasons = {p.get("stop_reason") for p in progress.values()}
-    stop_reason = next((r for r in STOP_REASON_PRIORITY if r in reasons), None)
-    running = [p for p in progress.values() if p.get("state") != "done"]
-    started = [float(p["training_started"]) for p in progress.values()
-               if p.get("training_started")]
-    return Totals(
-        time=float(newest.get("time") or 0.0),
-        global_step=int(newest.get("global_step") or 0),
-        env_steps=int(newest.get("env_steps") or 0),
-        episodes=int(newest.get("episodes") or 0),
-        mean_return_100=newest.get("mean_return_100"),
-        local_steps_per_sec=sum(float(p.get("local_steps_per_sec") or 0.0) for p in running),
-        stop_reason=stop_reason,
-        solved=stop_reason == "solved",
-        training_started=min(started) if started else None,
-    )
-
-
 def clock(seconds: float) -> str:
     minutes, secs = divmod(int(max(seconds, 0)), 60)
     return f"{minutes:3d}:{secs:02d}"
@@ -747,35 +690,10 @@ class Supervisor:
 
 # --------------------------------------------------------------------------- summary
 
-def run_timing(progress: Mapping[int, dict], totals: Totals | None,
-               started: float) -> tuple[float | None, float | None]:
-    """(start-up seconds, env steps/s after start-up) of a run launched at `started`.
-
-    Start-up runs from launch until the first worker trains (TF import, servers, graph,
-    init). Steps/s counts this run's own steps: after a restore the global counter also
-    holds earlier runs'.
-    """
-    if not (totals and totals.training_started):
-        return None, None
-    startup_seconds = round(totals.training_started - started, 1)
-    if totals.time <= totals.training_started:
-        return startup_seconds, None
-    run_steps = sum(int(p.get("local_env_steps") or 0) for p in progress.values())
-    return startup_seconds, round(run_steps / (totals.time - totals.training_started), 1)
-
-
 def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
                   tasks: Sequence[RunningTask]) -> dict:
-    progress = read_progress(plan.logdir)
-    totals = run_totals(progress)
-    startup_seconds, steps_per_sec = run_timing(progress, totals, started)
-    return {
-        "solved": bool(totals and totals.solved),
-        "wall_seconds": round(time.time() - started, 1),
-        "env_steps": totals.env_steps if totals else 0,
-        "global_step": totals.global_step if totals else 0,
-        "episodes": totals.episodes if totals else 0,
-        "mean_return_100": totals.mean_return_100 if totals else None,
+    summary, totals = summary_fields(plan.logdir, started)
+    summary.update({
         "env": plan.config.env,
         "workers": len(plan.cluster["worker"]),
         "ps": len(plan.cluster["ps"]),
@@ -784,10 +702,8 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
         "logdir": str(plan.logdir),
         "exit_code": outcome.exit_code,
         "task_exit_codes": {t.plan.name: t.returncode for t in tasks},
-        "startup_seconds": startup_seconds,
-        "env_steps_per_sec": steps_per_sec,
-    }
-
+    })
+    return summary
 
 # --------------------------------------------------------------------------- commands
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import signal
@@ -24,6 +23,7 @@ import time
 from collections import deque
 
 from a3c_graph.cluster import ClusterError  # stdlib only at import: cheap
+from a3c_graph.progress import ProgressFile, write_json_atomic
 
 PROG = "a3c_graph.worker"
 
@@ -98,77 +98,42 @@ class StopFlag:
 
 # --------------------------------------------------------------------------- progress
 
-def write_json_atomic(path: str, data: dict) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, sort_keys=True)
-    os.replace(tmp, path)
-
-
 class Progress:
-    """This worker's view of the run, written for the launcher and for TensorBoard."""
+    """This worker's progress file (a3c_graph.progress) and its TensorBoard summaries."""
 
     def __init__(self, logdir: str, task: int, target_return: float, progress_secs: float):
         import tensorflow as tf
 
-        self.path = os.path.join(logdir, "progress", f"worker_{task}.json")
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.file = ProgressFile(logdir, task, target_return, progress_secs)
         self.writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "tb", f"worker_{task}"))
-        self.task = task
-        self.target_return = target_return
-        self.progress_secs = progress_secs
-        self.start = time.time()
-        self.last_write = 0.0
-        self.local_env_steps = 0
-        self.window_steps = 0
-        self.window_start = time.time()
         self.returns: deque = deque(maxlen=RECENT_WINDOW)
         self.lengths: deque = deque(maxlen=RECENT_WINDOW)
         self.losses: dict = {}
         self.fetched: dict = {}
-        self.steps_per_sec = 0.0
-        self.training_started: float | None = None  # when the session was ready
+
+    def start_training(self) -> None:
+        self.file.start_training()
 
     def update(self, fetched: dict) -> None:
         self.fetched = fetched
-        steps = int(fetched["rollout_steps"])
-        self.local_env_steps += steps
-        self.window_steps += steps
+        self.file.update(fetched, int(fetched["rollout_steps"]))
         self.returns.extend(float(r) for r in fetched["finished_returns"])
         self.lengths.extend(int(n) for n in fetched["finished_lengths"])
         for key in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "queue_size"):
             self.losses.setdefault(key, []).append(float(fetched[key]))
 
     def due(self) -> bool:
-        return time.time() - self.last_write >= self.progress_secs
+        return self.file.due()
 
     def write(self, state: str, stop_reason: str | None = None) -> None:
-        now = time.time()
-        if now > self.window_start:
-            self.steps_per_sec = self.window_steps / (now - self.window_start)
-        self.window_steps, self.window_start = 0, now
-        f = self.fetched
-        mean_100 = float(f.get("mean_return_100", float("nan")))
-        record = {
-            "task": self.task, "time": now, "state": state, "stop_reason": stop_reason,
-            "global_step": int(f.get("global_step", 0)),
-            "env_steps": int(f.get("env_steps", 0)),
-            "episodes": int(f.get("episodes", 0)),
-            "mean_return_100": None if math.isnan(mean_100) else round(mean_100, 3),
-            "local_env_steps": self.local_env_steps,
-            "local_steps_per_sec": round(self.steps_per_sec, 1),
-            "target_return": self.target_return,
-            "training_started": self.training_started,
-        }
-        write_json_atomic(self.path, record)
-        if f:
-            self._summaries(int(f["global_step"]), mean_100)
-        self.last_write = now
+        self.file.write(state, stop_reason)
+        if self.fetched:
+            self._summaries(int(self.fetched["global_step"]), self.file.mean_return_100)
 
     def _summaries(self, global_step: int, mean_100: float) -> None:
         import tensorflow as tf
 
-        values = {"perf/env_steps_per_sec": self.steps_per_sec}
+        values = {"perf/env_steps_per_sec": self.file.steps_per_sec}
         if self.returns:
             values["episode/return"] = sum(self.returns) / len(self.returns)
             values["episode/length"] = sum(self.lengths) / len(self.lengths)
@@ -287,7 +252,7 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
         with tf1.train.MonitoredSession(session_creator=creator, hooks=hooks,
                                         stop_grace_period_secs=10) as session:
             stop.in_loop = True
-            progress.training_started = progress.window_start = time.time()
+            progress.start_training()
             print(f"{PROG}: worker {spec.task} training "
                   f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
                   flush=True)

@@ -8,8 +8,8 @@ harness must stay light while it samples memory.
 
 The files a TF2 variant writes under --logdir are the graph variant's:
 progress/worker_<i>.json with the keys a3c_graph.worker writes, and summary.json whose JSON
-is also the last stdout line. So a3c_graph.launch.read_progress / run_totals read every
-variant's run the same way.
+is also the last stdout line, both through a3c_graph.progress, so the launcher's readers
+read every variant's run the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import signal
 import sys
@@ -30,20 +29,10 @@ from typing import Any, NoReturn
 
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
 from a3c_graph.envs import env_info, env_options
-from a3c_graph.launch import (
-    LaunchError,
-    is_gone,
-    read_progress,
-    resolve_target_return,
-    run_timing,
-    run_totals,
-    write_atomic,
-)
-from a3c_graph.worker import stop_reason_for, write_json_atomic
+from a3c_graph.launch import LaunchError, is_gone, resolve_target_return
+from a3c_graph.progress import RECENT_EPISODES, summary_fields, write_atomic
+from a3c_graph.worker import stop_reason_for
 
-# "Solved" is judged on the mean return of the last 100 episodes, as a3c_graph.agent does
-# (RECENT_EPISODES there; that module imports TF, so the number is repeated here).
-RECENT_EPISODES = 100
 EXIT_USAGE = 2
 EXIT_CRASH = 1
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -177,78 +166,19 @@ class RunStats:
         return self.stop_reason
 
 
-class ProgressFile:
-    """progress/worker_<task>.json of one worker, in a3c_graph.worker's format."""
-
-    def __init__(self, logdir: Path, task: int, target_return: float, progress_secs: float):
-        self.path = Path(logdir) / "progress" / f"worker_{task}.json"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.task = task
-        self.target_return = target_return
-        self.progress_secs = progress_secs
-        self.stats: dict[str, Any] = {}
-        self.local_env_steps = 0
-        self.window_steps = 0
-        self.window_start = time.time()
-        self.last_write = 0.0
-        self.steps_per_sec = 0.0
-        self.training_started: float | None = None  # set once the first weights arrived
-
-    def start_training(self) -> None:
-        """Mark the end of start-up: everything is built and the first weights are here."""
-        self.training_started = self.window_start = time.time()
-
-    def update(self, global_stats: dict[str, Any], local_steps: int) -> None:
-        self.stats = global_stats
-        self.local_env_steps += local_steps
-        self.window_steps += local_steps
-
-    def due(self) -> bool:
-        return time.time() - self.last_write >= self.progress_secs
-
-    def write(self, state: str, stop_reason: str | None = None) -> None:
-        now = time.time()
-        if now > self.window_start:
-            self.steps_per_sec = self.window_steps / (now - self.window_start)
-        self.window_steps, self.window_start = 0, now
-        mean = float(self.stats.get("mean_return_100", float("nan")))
-        write_json_atomic(str(self.path), {
-            "task": self.task, "time": now, "state": state, "stop_reason": stop_reason,
-            "global_step": int(self.stats.get("global_step", 0)),
-            "env_steps": int(self.stats.get("env_steps", 0)),
-            "episodes": int(self.stats.get("episodes", 0)),
-            "mean_return_100": None if math.isnan(mean) else round(mean, 3),
-            "local_env_steps": self.local_env_steps,
-            "local_steps_per_sec": round(self.steps_per_sec, 1),
-            "target_return": self.target_return,
-            "training_started": self.training_started,
-        })
-        self.last_write = now
-
-
 def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,
                   stop_reason: str | None = None) -> dict[str, Any]:
     """summary.json with the graph launcher's keys, also printed as the last stdout line."""
-    progress = read_progress(run.logdir)
-    totals = run_totals(progress)
-    startup_seconds, steps_per_sec = run_timing(progress, totals, started)
-    summary = {
+    summary, totals = summary_fields(run.logdir, started)
+    summary.update({
         "variant": variant,
-        "solved": bool(totals and totals.solved),
-        "wall_seconds": round(time.time() - started, 1),
-        "env_steps": totals.env_steps if totals else 0,
-        "global_step": totals.global_step if totals else 0,
-        "episodes": totals.episodes if totals else 0,
-        "mean_return_100": totals.mean_return_100 if totals else None,
         "env": run.config.env,
         "workers": run.workers,
         "target_return": run.config.target_return,
         "stop_reason": stop_reason or (totals.stop_reason if totals else None),
         "logdir": str(run.logdir),
         "exit_code": exit_code,
-        "startup_seconds": startup_seconds,
-        "env_steps_per_sec": steps_per_sec,
-    }
+    })
     write_atomic(run.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
     print(json.dumps(summary, sort_keys=True), flush=True)
     return summary

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a3c_graph.config import A3CConfig
+from a3c_graph.progress import ProgressFile
 from benchmarks import runtime
 
 VARIANT = "tf2_mp"
@@ -109,7 +110,7 @@ def worker_main(task: int, config: A3CConfig, gpus: Sequence[str], logdir: str,
                 gradient_queue, weight_queue, stop_event) -> None:
     """Process target of worker `task`: rollouts and gradients until the ps says stop."""
     runtime.pin_visible_gpus(gpus, task + 1)
-    progress = runtime.ProgressFile(logdir, task, float(config.target_return),
+    progress = ProgressFile(logdir, task, float(config.target_return),
                                     config.progress_secs)
     progress.write("starting")
     from benchmarks import tf2_common  # TF is imported here, in the child, never in main

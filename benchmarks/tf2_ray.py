@@ -34,6 +34,7 @@ from typing import Any
 import ray
 
 from a3c_graph.config import A3CConfig
+from a3c_graph.progress import ProgressFile
 from benchmarks import runtime
 
 VARIANT = "tf2_ray"
@@ -83,7 +84,7 @@ class WorkerActor:
 
     def __init__(self, task: int, config: A3CConfig, gpus: Sequence[str], logdir: str):
         runtime.pin_visible_gpus(gpus, task + 1)
-        self.progress = runtime.ProgressFile(Path(logdir), task, float(config.target_return),
+        self.progress = ProgressFile(Path(logdir), task, float(config.target_return),
                                              config.progress_secs)
         self.progress.write("starting")
         from benchmarks import tf2_common  # TF is imported in the actor, never the driver

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from a3c_graph.config import A3CConfig  # noqa: E402
-from a3c_graph.launch import Totals, read_progress, run_totals  # noqa: E402
+from a3c_graph.progress import ProgressFile, Totals, read_progress, run_totals  # noqa: E402
 from benchmarks import run as bench_run  # noqa: E402
 from benchmarks import runtime  # noqa: E402
 
@@ -166,7 +166,7 @@ def test_run_stats_stop_with_the_graph_workers_rule(tmp_path):
     assert stats.snapshot()["mean_return_100"] == pytest.approx((98 * 60 + 60 + 10) / 100)
     assert stats.check_stop() == "solved"
 
-    progress = runtime.ProgressFile(tmp_path, 0, 50.0, progress_secs=1.0)
+    progress = ProgressFile(tmp_path, 0, 50.0, progress_secs=1.0)
     progress.update(stats.snapshot(), 512)
     progress.write("done", stop_reason="solved")
     read = run_totals(read_progress(tmp_path))  # what the launcher and the harness read

@@ -1,0 +1,186 @@
+"""A run's progress, as files: what every worker writes and the launcher reads.
+
+Each worker task i rewrites <logdir>/progress/worker_<i>.json every --progress-secs and once
+more when it ends. The launcher (and the benchmark harness, and the TF2 variants that write
+the same files) read them back into Totals, and build the progress part of summary.json
+from them. Keys of a progress file:
+
+  task, time (unix), state ("starting" | "running" | "done"), stop_reason (None | "solved" |
+  "max_steps" | "max_seconds" | "signal"), global_step, env_steps and episodes (global: the
+  whole cluster), mean_return_100 (the cluster's, None before the first episode),
+  local_env_steps and local_steps_per_sec (this task's own), target_return,
+  training_started (unix time the task's training loop began, None before).
+
+No TensorFlow here: the launcher imports this and must start quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# "Solved" is judged on the mean return of the last 100 finished episodes of the cluster.
+RECENT_EPISODES = 100
+STOP_REASON_PRIORITY = ("solved", "max_steps", "max_seconds", "signal")
+
+
+def write_atomic(path: Path | str, text: str) -> None:
+    """Readers (status, stop, the launcher, tests) never see half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path | str, data: Mapping[str, Any]) -> None:
+    write_atomic(path, json.dumps(data, sort_keys=True))
+
+
+class ProgressFile:
+    """progress/worker_<task>.json of one worker task."""
+
+    def __init__(self, logdir: Path | str, task: int, target_return: float,
+                 progress_secs: float):
+        self.path = Path(logdir) / "progress" / f"worker_{task}.json"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.task = task
+        self.target_return = target_return
+        self.progress_secs = progress_secs
+        self.stats: Mapping[str, Any] = {}
+        self.local_env_steps = 0
+        self.window_steps = 0
+        self.window_start = time.time()
+        self.last_write = 0.0
+        self.steps_per_sec = 0.0
+        self.training_started: float | None = None
+
+    def start_training(self) -> None:
+        """Mark the end of start-up: the task is ready and its training loop begins."""
+        self.training_started = self.window_start = time.time()
+
+    def update(self, global_stats: Mapping[str, Any], local_steps: int) -> None:
+        """The cluster's counters as last read (global_step, env_steps, episodes,
+        mean_return_100) and the env steps this task just added."""
+        self.stats = global_stats
+        self.local_env_steps += local_steps
+        self.window_steps += local_steps
+
+    def due(self) -> bool:
+        return time.time() - self.last_write >= self.progress_secs
+
+    @property
+    def mean_return_100(self) -> float:
+        """The cluster's mean return of the last 100 episodes as last read; NaN if none."""
+        return float(self.stats.get("mean_return_100", float("nan")))
+
+    def write(self, state: str, stop_reason: str | None = None) -> None:
+        now = time.time()
+        if now > self.window_start:
+            self.steps_per_sec = self.window_steps / (now - self.window_start)
+        self.window_steps, self.window_start = 0, now
+        mean = self.mean_return_100
+        write_json_atomic(self.path, {
+            "task": self.task, "time": now, "state": state, "stop_reason": stop_reason,
+            "global_step": int(self.stats.get("global_step", 0)),
+            "env_steps": int(self.stats.get("env_steps", 0)),
+            "episodes": int(self.stats.get("episodes", 0)),
+            "mean_return_100": None if math.isnan(mean) else round(mean, 3),
+            "local_env_steps": self.local_env_steps,
+            "local_steps_per_sec": round(self.steps_per_sec, 1),
+            "target_return": self.target_return,
+            "training_started": self.training_started,
+        })
+        self.last_write = now
+
+
+def read_progress(logdir: Path) -> dict[int, dict]:
+    """The workers' progress files that parse; a file being replaced is simply skipped."""
+    progress: dict[int, dict] = {}
+    for path in sorted((logdir / "progress").glob("worker_*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            progress[int(data["task"])] = data
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return progress
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The global counters of the freshest progress file, and what the workers decided."""
+
+    time: float
+    global_step: int
+    env_steps: int
+    episodes: int
+    mean_return_100: float | None
+    local_steps_per_sec: float
+    stop_reason: str | None
+    solved: bool
+    training_started: float | None  # the first worker's session was ready (unix time)
+
+
+def run_totals(progress: Mapping[int, dict]) -> Totals | None:
+    if not progress:
+        return None
+    # Global counters are read by each worker at its own moment: trust the newest reading.
+    newest = max(progress.values(), key=lambda p: (p.get("time") or 0, p.get("env_steps") or 0))
+    reasons = {p.get("stop_reason") for p in progress.values()}
+    stop_reason = next((r for r in STOP_REASON_PRIORITY if r in reasons), None)
+    running = [p for p in progress.values() if p.get("state") != "done"]
+    started = [float(p["training_started"]) for p in progress.values()
+               if p.get("training_started")]
+    return Totals(
+        time=float(newest.get("time") or 0.0),
+        global_step=int(newest.get("global_step") or 0),
+        env_steps=int(newest.get("env_steps") or 0),
+        episodes=int(newest.get("episodes") or 0),
+        mean_return_100=newest.get("mean_return_100"),
+        local_steps_per_sec=sum(float(p.get("local_steps_per_sec") or 0.0) for p in running),
+        stop_reason=stop_reason,
+        solved=stop_reason == "solved",
+        training_started=min(started) if started else None,
+    )
+
+
+def run_timing(progress: Mapping[int, dict], totals: Totals | None,
+               started: float) -> tuple[float | None, float | None]:
+    """(start-up seconds, env steps/s after start-up) of a run launched at `started`.
+
+    Start-up runs from launch until the first worker trains (TF import, servers, graph,
+    init). Steps/s counts this run's own steps: after a restore the global counter also
+    holds earlier runs'.
+    """
+    if not (totals and totals.training_started):
+        return None, None
+    startup_seconds = round(totals.training_started - started, 1)
+    if totals.time <= totals.training_started:
+        return startup_seconds, None
+    run_steps = sum(int(p.get("local_env_steps") or 0) for p in progress.values())
+    return startup_seconds, round(run_steps / (totals.time - totals.training_started), 1)
+
+
+def summary_fields(logdir: Path, started: float) -> tuple[dict[str, Any], Totals | None]:
+    """The part of summary.json that comes from the progress files, and their Totals.
+
+    Whoever ran the tasks (the launcher, a TF2 benchmark variant) adds its own keys.
+    """
+    progress = read_progress(logdir)
+    totals = run_totals(progress)
+    startup_seconds, steps_per_sec = run_timing(progress, totals, started)
+    return {
+        "solved": bool(totals and totals.solved),
+        "wall_seconds": round(time.time() - started, 1),
+        "env_steps": totals.env_steps if totals else 0,
+        "global_step": totals.global_step if totals else 0,
+        "episodes": totals.episodes if totals else 0,
+        "mean_return_100": totals.mean_return_100 if totals else None,
+        "startup_seconds": startup_seconds,
+        "env_steps_per_sec": steps_per_sec,
+    }, totals
