@@ -211,6 +211,9 @@ def check_port_free(address: str) -> None:
         except OSError:
             continue  # no IPv6 on this machine
         try:
+            # As gRPC does: connections of a task that just died (TIME_WAIT) do not block a
+            # restart on its port, a live listener still does.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind((wildcard, port))
         except OSError as error:
             if error.errno in (errno.EADDRINUSE, errno.EACCES):

@@ -83,6 +83,9 @@ class A3CConfig:
     # Bookkeeping.
     checkpoint_secs: float = _f(30.0, "Seconds between checkpoints written by the chief.")
     progress_secs: float = _f(2.0, "Seconds between progress files / summaries per worker.")
+    connect_timeout: float = _f(
+        120.0, "Seconds a task waits for the ps (and a worker for the chief's variables) "
+        "before it gives up with an error.")
 
     # Session.
     intra_op_threads: int = _f(1, "TF intra-op threads per task (0 lets TF choose).")
@@ -105,7 +108,7 @@ class A3CConfig:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{_flag(name)} must be in [0, 1], got {getattr(self, name)}")
         for name in ("learning_rate", "grad_clip_norm", "max_seconds", "checkpoint_secs",
-                     "progress_secs", "adam_epsilon"):
+                     "progress_secs", "connect_timeout", "adam_epsilon"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"--{_flag(name)} must be a positive number, got {value}")
