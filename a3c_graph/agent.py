@@ -149,7 +149,6 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         global_step = tf1.train.get_or_create_global_step()
         global_network = build_network(info.obs_shape, info.num_actions, config, "global")
         stats = EpisodeStats(spec.num_workers)
-        optimizer = tf1.train.AdamOptimizer(config.learning_rate, epsilon=config.adam_epsilon)
 
     with tf1.device(worker_device):
         local_network = build_network(info.obs_shape, info.num_actions, config, "local",
@@ -179,12 +178,21 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         loss, parts = learner_loss(local_network, rollout, config)
         gradients = tf.gradients(loss, local_network.variables)
         clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
+        # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the
+        # globals: such an update is applied with zero gradients and a zero learning rate, so
+        # the weights stay as they are (Adam's moments decay as for a zero gradient). The
+        # worker counts these and stops if they persist.
+        update_is_finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm),
+                                          name="update_is_finite")
+        clipped = [tf.where(update_is_finite, g, tf.zeros_like(g)) for g in clipped]
 
         done = tf.logical_or(rollout["terminated"], rollout["truncated"])
         finished_returns = tf.boolean_mask(rollout["episode_returns"], done)
         finished_lengths = tf.boolean_mask(rollout["episode_lengths"], done)
 
     with tf1.device(ps_setter):
+        learning_rate = config.learning_rate * tf.cast(update_is_finite, tf.float32)
+        optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
         apply_op = optimizer.apply_gradients(zip(clipped, global_network.variables),
                                              global_step=global_step)
         with tf.control_dependencies([apply_op]):
@@ -209,6 +217,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         "finished_returns": finished_returns,
         "finished_lengths": finished_lengths,
         "rollout_steps": tf.size(rollout["rewards"]),
+        "update_skipped": tf.logical_not(update_is_finite),
         **parts,
     })
     return WorkerGraph(global_step=global_step, train_fetches=train_fetches,

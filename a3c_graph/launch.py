@@ -73,9 +73,20 @@ BACKGROUND_START_TIMEOUT_SECS = 30.0
 # this after the file was written reuses the pid and is not ours.
 PID_CLOCK_SLACK_SECS = 2.0
 
+# A task's restarts: after its n-th crash in a row it waits RESTART_BACKOFF_SECS[n-1] (the
+# last entry from then on); a task that ran HEALTHY_SECS before crashing starts counting
+# again. The default number of restarts in a row before the run gives up is --max-restarts.
+RESTART_BACKOFF_SECS = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+HEALTHY_SECS = 60.0
+DEFAULT_MAX_RESTARTS = 5
+
 EXIT_USAGE = 2
 EXIT_CRASH = 1
 EXIT_NOT_LIVE = 3
+# The worker's own exit statuses (a3c_graph/worker.py): it gave up for a reason a restart
+# would not cure, or it lost the ps and wants to be started again at once.
+TASK_EXIT_GAVE_UP = 3
+TASK_EXIT_LOST_PS = 75
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 
@@ -120,6 +131,10 @@ def build_start_parser() -> argparse.ArgumentParser:
     group.add_argument("--allow-remote", action="store_true",
                        help="Allow non-loopback addresses. The TF server is unauthenticated gRPC "
                             "that runs any graph sent to it: use only on a trusted network.")
+    group.add_argument("--max-restarts", type=int, default=DEFAULT_MAX_RESTARTS, metavar="N",
+                       help="Restart a task that crashes, with back-off, up to N times in a row "
+                            "(0: a crash ends the run). A worker that lost the ps is always "
+                            f"restarted. Default: {DEFAULT_MAX_RESTARTS}.")
     devices_lib.add_gpu_arguments(group)
     add_config_arguments(parser)
     return parser
@@ -167,6 +182,7 @@ class LaunchPlan:
     tasks_flag: str | None = None
     # Which device each task uses (by CUDA_VISIBLE_DEVICES in its env_overrides).
     devices: devices_lib.DevicePlan | None = None
+    max_restarts: int = DEFAULT_MAX_RESTARTS
 
     @property
     def workers(self) -> list[TaskPlan]:
@@ -183,6 +199,8 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise LaunchError(f"--{flag} must be at least 1, got {value}")
+    if args.max_restarts < 0:
+        raise LaunchError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
     try:
         devices_lib.parse_gpus(args.gpus)
         devices_lib.check_memory_fraction(args.gpu_memory_fraction)
@@ -224,7 +242,8 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     return LaunchPlan(config=config, cluster=cluster, tasks=tasks, logdir=logdir,
                       allow_remote=args.allow_remote, source=source,
                       cluster_file=os.path.abspath(args.cluster) if args.cluster else None,
-                      tasks_flag=args.tasks, devices=device_plan)
+                      tasks_flag=args.tasks, devices=device_plan,
+                      max_restarts=args.max_restarts)
 
 
 def resolve_target_return(config: A3CConfig) -> float:
@@ -528,6 +547,8 @@ class RunningTask:
     popen: subprocess.Popen
     log_path: Path
     returncode: int | None = None
+    started: float = field(default_factory=time.monotonic)
+    crashes_in_a_row: int = 0  # crashes of the processes before this one, healthy runs reset
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -550,9 +571,12 @@ class Supervisor:
     def __init__(self, plan: LaunchPlan, signals: Signals) -> None:
         self.plan = plan
         self.signals = signals
-        self.tasks: list[RunningTask] = []
+        self.tasks: list[RunningTask] = []  # the newest process of each task
         self.started = time.time()
         self._descendants: dict[int, object] = {}
+        # Restarts due: (when, the task that exited); and how many each task had.
+        self.pending: list[tuple[float, RunningTask]] = []
+        self.restarts: dict[str, int] = {}
 
     # ---- start
 
@@ -567,20 +591,24 @@ class Supervisor:
         write_atomic(pid_dir(self.plan.logdir) / "launcher.pid", f"{os.getpid()}\n")
 
     def start_tasks(self) -> None:
-        env = {**os.environ}
         for task in self.plan.tasks:
             if self.signals.received is not None:
                 return
-            log_path = self.plan.logdir / "logs" / f"{task.name}.log"
-            with open(log_path, "ab") as log:
-                log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {PROG}: "
-                          f"{command_line(task)}\n".encode())
-                log.flush()
-                popen = subprocess.Popen(list(task.argv), env={**env, **task.env_overrides},
-                                         stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
-            self.tasks.append(RunningTask(task, popen, log_path))
-            write_atomic(pid_dir(self.plan.logdir) / f"{task.name}.pid", f"{popen.pid}\n")
+            self.tasks.append(self._start(task, task.argv))
+
+    def _start(self, task: TaskPlan, argv: Sequence[str]) -> RunningTask:
+        """Start one process of `task`; its log is appended to, its pid file rewritten."""
+        log_path = self.plan.logdir / "logs" / f"{task.name}.log"
+        shown = dataclasses.replace(task, argv=tuple(argv))
+        with open(log_path, "ab") as log:
+            log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} {PROG}: "
+                      f"{command_line(shown)}\n".encode())
+            log.flush()
+            popen = subprocess.Popen(list(argv), env={**os.environ, **task.env_overrides},
+                                     stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        write_atomic(pid_dir(self.plan.logdir) / f"{task.name}.pid", f"{popen.pid}\n")
+        return RunningTask(task, popen, log_path)
 
     # ---- watch
 
@@ -588,8 +616,6 @@ class Supervisor:
         deadline = time.monotonic() + self.plan.config.max_seconds + DEADLINE_GRACE_SECS
         next_line = time.monotonic() + PROGRESS_LINE_SECS
         last: Totals | None = None
-        rate: float | None = None
-        workers = [t for t in self.tasks if t.plan.job == "worker"]
         while True:
             if self.signals.received is not None:
                 return Outcome(SIGNAL_EXIT.get(self.signals.received, 130), "interrupted")
@@ -598,9 +624,12 @@ class Supervisor:
                     outcome = self.on_task_exit(task)
                     if outcome is not None:
                         return outcome
+            self._restart_due()
             # A machine with only ps tasks of a bigger cluster has no worker to wait for: it
             # serves until a signal or the backstop deadline.
-            if workers and all(t.returncode is not None for t in workers):
+            workers = [t for t in self.tasks if t.plan.job == "worker"]
+            waiting = any(t.plan.job == "worker" for _, t in self.pending)
+            if workers and not waiting and all(t.returncode is not None for t in workers):
                 return Outcome(0)
             if time.monotonic() >= deadline:
                 print(f"{PROG}: warning: the workers did not stop within --max-seconds + "
@@ -610,7 +639,11 @@ class Supervisor:
                 next_line += PROGRESS_LINE_SECS
                 self._remember_descendants()
                 totals = run_totals(read_progress(self.plan.logdir))
-                if totals is not None and last is not None and totals.time > last.time:
+                rate = None
+                # No rate across a restart: a restarted task's counters start from zero, and
+                # a restored checkpoint can step back.
+                if (totals is not None and last is not None and totals.time > last.time
+                        and last.global_step > 0 and totals.env_steps >= last.env_steps):
                     rate = (totals.env_steps - last.env_steps) / (totals.time - last.time)
                 last = totals or last
                 print(progress_line(time.time() - self.started, totals, rate), flush=True)
@@ -619,20 +652,60 @@ class Supervisor:
     def on_task_exit(self, task: RunningTask) -> Outcome | None:
         """What one task's exit means for the run; None lets the run go on.
 
-        A worker that ends with 0 has stopped on its own (solved or budget). Anything else
-        ends the run. This is the seam for crash supervision: a policy that restarts a
-        crashed worker (the chief restores from the latest checkpoint) would start a new
-        RunningTask here and return None.
+        A worker that ends with 0 has stopped on its own (solved or budget). One that lost
+        the ps is started again at once: it waits for the ps, the chief restores the latest
+        checkpoint. A crash (any task, ps included) is restarted after a back-off, up to
+        --max-restarts times in a row. Bad input and giving up end the run.
         """
         code = task.returncode
         if task.plan.job == "worker" and code == 0:
             return None
         if code == EXIT_USAGE:
             return Outcome(EXIT_USAGE, "error", f"{task.plan.label}: {self._error_line(task)}")
+        if code == TASK_EXIT_GAVE_UP:
+            return Outcome(EXIT_CRASH, "crash", f"{task.plan.label} gave up: "
+                           f"{self._error_line(task)}; its log is {task.log_path}")
         how = f"exited with status {code}" if code >= 0 else f"was killed by signal {-code}"
         if task.plan.job == "ps" and code == 0:
             how = "exited although a ps serves until it is stopped"
-        return Outcome(EXIT_CRASH, "crash", f"{task.plan.label} {how}; its log is {task.log_path}")
+        if code == TASK_EXIT_LOST_PS:
+            print(f"{PROG}: {task.plan.label} lost the ps; restarting it", file=sys.stderr,
+                  flush=True)
+            self.pending.append((time.monotonic() + RESTART_BACKOFF_SECS[0], task))
+            return None
+        healthy = time.monotonic() - task.started >= HEALTHY_SECS
+        crashes = 1 if healthy else task.crashes_in_a_row + 1
+        if crashes > self.plan.max_restarts:
+            tries = (f" after {crashes - 1} restart(s) in a row" if self.plan.max_restarts
+                     else "")
+            return Outcome(EXIT_CRASH, "crash",
+                           f"{task.plan.label} {how}{tries}; its log is {task.log_path}")
+        delay = RESTART_BACKOFF_SECS[min(crashes, len(RESTART_BACKOFF_SECS)) - 1]
+        print(f"{PROG}: warning: {task.plan.label} {how}; restarting it in {delay:g} s "
+              f"(crash {crashes} in a row, at most {self.plan.max_restarts}); its log is "
+              f"{task.log_path}", file=sys.stderr, flush=True)
+        task.crashes_in_a_row = crashes
+        self.pending.append((time.monotonic() + delay, task))
+        return None
+
+    def _restart_due(self) -> None:
+        """Start again the tasks whose back-off is over, with the budget they have left."""
+        now = time.monotonic()
+        due = [task for when, task in self.pending if when <= now]
+        self.pending = [(when, task) for when, task in self.pending if when > now]
+        for old in due:
+            argv = list(old.plan.argv)
+            if old.plan.job == "worker":
+                left = self.plan.config.max_seconds - (time.time() - self.started)
+                if left <= 0:
+                    continue  # its budget is spent: it stays stopped
+                argv.append(f"--max-seconds={left:.1f}")
+            new = self._start(old.plan, argv)
+            new.crashes_in_a_row = old.crashes_in_a_row
+            self.tasks[self.tasks.index(old)] = new
+            self.restarts[old.plan.name] = self.restarts.get(old.plan.name, 0) + 1
+            print(f"{PROG}: restarted {old.plan.label} (pid {new.popen.pid}, restart "
+                  f"{self.restarts[old.plan.name]})", flush=True)
 
     @staticmethod
     def _error_line(task: RunningTask) -> str:
@@ -691,7 +764,7 @@ class Supervisor:
 # --------------------------------------------------------------------------- summary
 
 def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
-                  tasks: Sequence[RunningTask]) -> dict:
+                  tasks: Sequence[RunningTask], restarts: Mapping[str, int]) -> dict:
     summary, totals = summary_fields(plan.logdir, started)
     summary.update({
         "env": plan.config.env,
@@ -702,6 +775,7 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
         "logdir": str(plan.logdir),
         "exit_code": outcome.exit_code,
         "task_exit_codes": {t.plan.name: t.returncode for t in tasks},
+        "restarts": dict(restarts),
     })
     return summary
 
@@ -728,7 +802,8 @@ def run_foreground(plan: LaunchPlan) -> int:
               file=sys.stderr, flush=True)
     if outcome.error:
         print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
-    summary = build_summary(plan, supervisor.started, outcome, supervisor.tasks)
+    summary = build_summary(plan, supervisor.started, outcome, supervisor.tasks,
+                            supervisor.restarts)
     write_atomic(plan.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
     print(json.dumps(summary, sort_keys=True), flush=True)  # always the last line
     return outcome.exit_code
@@ -745,6 +820,7 @@ def start_background(plan: LaunchPlan) -> int:
         argv += ["--tasks", plan.tasks_flag]
     if plan.allow_remote:
         argv.append("--allow-remote")
+    argv.append(f"--max-restarts={plan.max_restarts}")
     if plan.devices is not None:
         argv.append(f"--gpus={plan.devices.request.text}")
         if plan.devices.memory_fraction is not None:

@@ -162,5 +162,10 @@ class RolloutQueue:
 
 
 def sample_actions(logits):
-    """Actions [N] int32 sampled from categorical logits [N, A]."""
+    """Actions [N] int32 sampled from categorical logits [N, A].
+
+    Non-finite logits (NaN observations) act uniformly at random rather than produce an
+    action id outside the action space; the learner then skips the update they poison.
+    """
+    logits = tf.where(tf.math.is_finite(logits), logits, tf.zeros_like(logits))
     return tf.cast(tf.random.categorical(logits, 1)[:, 0], tf.int32)

@@ -7,8 +7,14 @@ the ps. Worker 0 is the chief: it initializes the globals or restores them from 
 latest checkpoint in --logdir, and writes checkpoints every --checkpoint-secs.
 
 Every worker writes TensorBoard summaries to <logdir>/tb/worker_<i> and its progress to
-<logdir>/progress/worker_<i>.json, which the launcher reads. Exit status: 0 after a
-normal stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a crash.
+<logdir>/progress/worker_<i>.json, which the launcher reads.
+
+A task never tries to recover in place: a worker that loses the ps exits with status 75
+and its supervisor (the launcher) starts it again; the new process waits for the ps, and
+the chief restores the globals from the latest checkpoint. Exit status: 0 after a normal
+stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a crash, 3 when it
+gave up (no ps within --connect-timeout, or losses that stay NaN/inf), 75 after losing
+the ps.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import dataclasses
 import math
 import os
 import signal
+import socket
 import sys
 import time
 from collections import deque
@@ -27,9 +34,25 @@ from a3c_graph.progress import ProgressFile, write_json_atomic
 
 PROG = "a3c_graph.worker"
 
+EXIT_CRASH = 1
+EXIT_USAGE = 2
+EXIT_GAVE_UP = 3
+EXIT_LOST_PS = 75  # EX_TEMPFAIL: start me again
+# Updates in a row whose loss or gradients are NaN/inf before a worker stops.
+NONFINITE_PATIENCE = 20
+WAIT_MESSAGE_SECS = 10.0
+
 
 class UsageError(Exception):
     """Bad input from the user: shown as one line, exit status 2."""
+
+
+class GaveUp(Exception):
+    """The task cannot go on and restarting it would not help: one line, exit status 3."""
+
+
+class LostPs(Exception):
+    """The session to the ps broke (a ps died or restarted): exit 75, to be restarted."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,8 +201,9 @@ def run_ps(spec, config, device, stop: StopFlag) -> int:
 class _WorkerSessionCreator:
     """Like tf's WorkerSessionCreator, but polls for the chief's init every 0.5 s, not 30 s."""
 
-    def __init__(self, scaffold, master, config):
+    def __init__(self, scaffold, master, config, max_wait_secs: float):
         self.scaffold, self.master, self.config = scaffold, master, config
+        self.max_wait_secs = max_wait_secs
 
     def create_session(self):
         import tensorflow as tf
@@ -191,7 +215,64 @@ class _WorkerSessionCreator:
             ready_for_local_init_op=self.scaffold.ready_for_local_init_op,
             graph=tf.compat.v1.get_default_graph(),
             recovery_wait_secs=0.5)
-        return manager.wait_for_session(self.master, config=self.config, max_wait_secs=600)
+        try:
+            return manager.wait_for_session(self.master, config=self.config,
+                                            max_wait_secs=self.max_wait_secs)
+        except tf.errors.DeadlineExceededError:
+            raise GaveUp(f"the chief (worker 0) did not initialize the variables on the ps "
+                         f"within --connect-timeout {self.max_wait_secs:g} s; is it "
+                         "running?") from None
+
+
+class _FirstSessionOnly:
+    """Wraps a session creator for MonitoredSession: waits for the ps before the first
+    session, and refuses to make a second one.
+
+    MonitoredSession recreates its session in place after a ps failure and would wait
+    for the ps forever, deaf to signals. Refusing turns that into LostPs: the process
+    exits and its supervisor restarts it (see the module docstring).
+    """
+
+    def __init__(self, creator, spec, timeout: float):
+        self.creator, self.spec, self.timeout = creator, spec, timeout
+        self.established = False
+
+    def create_session(self):
+        if self.established:
+            raise LostPs("the session to the ps broke (a ps stopped or restarted)")
+        wait_for_ps(self.spec, self.timeout)
+        session = self.creator.create_session()
+        self.established = True
+        return session
+
+
+def wait_for_ps(spec, timeout: float) -> None:
+    """Return once every ps task accepts connections; GaveUp after `timeout` seconds.
+
+    A TF session to a missing ps blocks in C++ without a word (and without a way out), so
+    we wait here, in Python, where signals work and the user is told what we wait for.
+    """
+    from a3c_graph.cluster import split_host_port
+
+    began = time.monotonic()
+    next_message = began
+    for index, address in enumerate(spec.cluster["ps"]):
+        host, port = split_host_port(address)
+        while True:
+            try:
+                socket.create_connection((host, port), timeout=1.0).close()
+                break
+            except OSError:
+                pass
+            waited = time.monotonic() - began
+            if waited >= timeout:
+                raise GaveUp(f"ps task {index} at {address} did not answer within "
+                             f"--connect-timeout {timeout:g} s; is it running and reachable?")
+            if time.monotonic() >= next_message:
+                next_message += WAIT_MESSAGE_SECS
+                print(f"{PROG}: {spec.job} {spec.task} waiting for ps task {index} at {address} "
+                      f"({waited:.0f} s of --connect-timeout {timeout:g} s)", flush=True)
+            time.sleep(0.5)
 
 
 def stop_reason_for(fetched: dict, config, target_return: float, started: float) -> str | None:
@@ -244,29 +325,13 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
             hooks.append(tf1.train.CheckpointSaverHook(
                 args.logdir, save_secs=config.checkpoint_secs, scaffold=scaffold))
         else:
-            creator = _WorkerSessionCreator(scaffold, server.target, sess_config)
+            creator = _WorkerSessionCreator(scaffold, server.target, sess_config,
+                                            config.connect_timeout)
+        creator = _FirstSessionOnly(creator, spec, config.connect_timeout)
         print(f"{PROG}: worker {spec.task} connecting to the ps at {','.join(spec.cluster['ps'])} "
               "(if this hangs, the ps is not reachable)", flush=True)
-
-        reason = None
-        with tf1.train.MonitoredSession(session_creator=creator, hooks=hooks,
-                                        stop_grace_period_secs=10) as session:
-            stop.in_loop = True
-            progress.start_training()
-            print(f"{PROG}: worker {spec.task} training "
-                  f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
-                  flush=True)
-            while not session.should_stop():
-                fetched = session.run(worker_graph.train_fetches)
-                progress.update(fetched)
-                reason = stop_reason_for(fetched, config, target_return, started)
-                if stop.signal is not None:
-                    reason = "signal"
-                if reason:
-                    break
-                if progress.due():
-                    progress.write("running")
-        stop.in_loop = False
+        reason, error = train(creator, hooks, worker_graph, config, spec, progress, stop,
+                              target_return, started)
     progress.write("done", stop_reason=reason)
     progress.close()
     for batch in env_batches:
@@ -276,7 +341,58 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
           f"global step {int(f.get('global_step', 0))}, "
           f"env steps {int(f.get('env_steps', 0))}, mean return(100) "
           f"{float(f.get('mean_return_100', float('nan'))):.1f}", flush=True)
+    if error:
+        raise GaveUp(error)
     return 0
+
+
+def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: StopFlag,
+          target_return: float, started: float) -> tuple[str | None, str | None]:
+    """The learner loop: (stop reason, error to give up with or None).
+
+    Leaving the MonitoredSession normally runs the hooks' end (the chief's final
+    checkpoint), stops the actor threads and closes the queue.
+    """
+    import tensorflow as tf
+
+    reason = error = None
+    skipped_in_a_row = 0
+    last_skip_message = 0.0
+    with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
+                                             stop_grace_period_secs=5) as session:
+        stop.in_loop = True
+        progress.start_training()
+        print(f"{PROG}: worker {spec.task} training "
+              f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
+              flush=True)
+        while not session.should_stop():
+            fetched = session.run(worker_graph.train_fetches)
+            progress.update(fetched)
+            if fetched["update_skipped"]:
+                skipped_in_a_row += 1
+                if time.monotonic() - last_skip_message >= WAIT_MESSAGE_SECS:
+                    last_skip_message = time.monotonic()
+                    print(f"{PROG}: warning: worker {spec.task} skipped an update at global step "
+                          f"{int(fetched['global_step'])}: loss {float(fetched['loss']):g}, "
+                          f"gradient norm {float(fetched['grad_norm']):g} "
+                          f"({skipped_in_a_row} in a row)", flush=True)
+                if skipped_in_a_row >= NONFINITE_PATIENCE:
+                    reason = "non_finite"
+                    error = (f"worker {spec.task}: {skipped_in_a_row} updates in a row had a "
+                             "NaN/inf loss or gradients (NaN/inf observations or rewards, or a "
+                             "diverged network); stopped without applying them")
+                    break
+            else:
+                skipped_in_a_row = 0
+            reason = stop_reason_for(fetched, config, target_return, started)
+            if stop.signal is not None:
+                reason = "signal"
+            if reason:
+                break
+            if progress.due():
+                progress.write("running")
+    stop.in_loop = False
+    return reason, error
 
 
 def _graph_mode_tensorflow():
@@ -295,17 +411,28 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         task = _validated_task(args)
     except UsageError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
-        return 2
+        return _fail(EXIT_USAGE, error)
     spec, config, info, target, device = task
+    tf = _graph_mode_tensorflow()
     try:
-        _graph_mode_tensorflow()
         if spec.job == "ps":
             return run_ps(spec, config, device, stop)
         return run_worker(spec, config, args, info, target, stop, device)
-    except ClusterError as error:  # lost a race for the port after the check
-        print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
-        return 2
+    except (ClusterError, UsageError) as error:  # e.g. lost a race for the port
+        return _fail(EXIT_USAGE, error)
+    except GaveUp as error:
+        return _fail(EXIT_GAVE_UP, error)
+    except (LostPs, tf.errors.UnavailableError, tf.errors.AbortedError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"{PROG}: {spec.job} {spec.task} lost the ps ({first}); exiting to be restarted",
+              file=sys.stderr, flush=True)
+        # Actor threads may still be blocked in a call to the dead ps: do not wait for them.
+        os._exit(EXIT_LOST_PS)
+
+
+def _fail(code: int, error: Exception) -> int:
+    print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+    return code
 
 
 def _validated_task(args):

@@ -348,7 +348,15 @@ FAKE_WORKER = textwrap.dedent('''
             sys.exit(2)
         if mode == "crash":
             print("Segmentation fault (pretend)", flush=True)
+            sys.exit(1)
+        if mode == "gave_up":
+            print("a3c_graph.worker: error: ps task 0 at 127.0.0.1:1 did not answer",
+                  file=sys.stderr)
             sys.exit(3)
+        first = os.path.join(args.logdir, "lost_ps_once")
+        if mode == "lost_ps" and not os.path.exists(first):
+            open(first, "w").close()
+            sys.exit(75)
     if args.job == "worker" and mode == "solve":
         progress("running", None)
         time.sleep(0.5)
@@ -439,13 +447,67 @@ def test_a_worker_usage_error_is_relayed_as_one_line_and_everything_stops(fake_l
 
 
 def test_a_crashed_worker_is_named_with_its_log_and_everything_stops(fake_launcher):
-    process, logdir = fake_launcher("crash")
+    process, logdir = fake_launcher("crash", "--max-restarts", "0")
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 1
     [line] = stderr.splitlines()
-    assert "worker task 1 exited with status 3" in line
+    assert "worker task 1 exited with status 1;" in line
     assert str(logdir / "logs" / "worker_1.log") in line
     assert last_json_line(stdout)["stop_reason"] == "crash"
+    assert_all_gone(task_pids(logdir))
+
+
+def test_a_worker_that_keeps_crashing_is_restarted_with_back_off_then_the_run_stops(
+        fake_launcher):
+    process, logdir = fake_launcher("crash", "--max-restarts", "2")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1
+    *warnings, error = stderr.splitlines()
+    assert ["restarting it in 1 s" in warnings[0], "restarting it in 2 s" in warnings[1]] == [
+        True, True], warnings
+    assert len(warnings) == 2
+    assert error.startswith("launch_cluster: error: worker task 1 exited with status 1 after "
+                            "2 restart(s) in a row; its log is")
+    assert error.endswith(str(logdir / "logs" / "worker_1.log"))
+    summary = last_json_line(stdout)
+    assert summary["restarts"] == {"worker_1": 2}
+    # Every attempt appended its command to the one log.
+    log = (logdir / "logs" / "worker_1.log").read_text()
+    assert log.count("launch_cluster: ") == 3
+    assert_all_gone(task_pids(logdir))
+
+
+def test_a_worker_that_lost_the_ps_is_restarted_without_counting_as_a_crash(fake_launcher):
+    process, logdir = fake_launcher("lost_ps", "--max-restarts", "0")
+    deadline = time.monotonic() + 60
+    while "worker_1" not in _restarts_so_far(logdir):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "worker 1 was never restarted"
+        time.sleep(0.1)
+    pids = wait_for_tasks(process, logdir, 3)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    summary = last_json_line(stdout)
+    assert summary["restarts"] == {"worker_1": 1}
+    assert set(summary["task_exit_codes"].values()) == {0}
+    assert "worker task 1 lost the ps; restarting it" in stderr
+    assert_all_gone(pids)
+
+
+def _restarts_so_far(logdir: Path) -> str:
+    log = logdir / "logs" / "worker_1.log"
+    return "worker_1" if log.exists() and log.read_text().count("launch_cluster: ") > 1 else ""
+
+
+def test_a_worker_that_gave_up_ends_the_run_with_its_reason(fake_launcher):
+    process, logdir = fake_launcher("gave_up")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert stderr.splitlines() == [
+        "launch_cluster: error: worker task 1 gave up: ps task 0 at 127.0.0.1:1 did not answer; "
+        f"its log is {logdir / 'logs' / 'worker_1.log'}"]
+    assert last_json_line(stdout)["restarts"] == {}
     assert_all_gone(task_pids(logdir))
 
 
