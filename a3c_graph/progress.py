@@ -86,7 +86,8 @@ class ProgressFile:
         self.window_steps, self.window_start = 0, now
         mean = self.mean_return_100
         write_json_atomic(self.path, {
-            "task": self.task, "time": now, "state": state, "stop_reason": stop_reason,
+            "task": self.task, "pid": os.getpid(), "time": now, "state": state,
+            "stop_reason": stop_reason,
             "global_step": int(self.stats.get("global_step", 0)),
             "env_steps": int(self.stats.get("env_steps", 0)),
             "episodes": int(self.stats.get("episodes", 0)),

@@ -1,9 +1,11 @@
-"""A CartPole whose step raises after a few thousand steps: an actor thread that dies.
+"""Broken CartPoles: one whose step raises after a few thousand steps (an actor thread that
+dies), one whose observations turn NaN.
 
 Used through Gymnasium's "module:EnvId" syntax, so a real worker process imports it.
 """
 
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 FAIL_AFTER_STEPS = 3000
@@ -20,4 +22,24 @@ class FaultyCartPole(CartPoleEnv):
 
 
 gym.register(id="FaultyCartPole-v0", entry_point=FaultyCartPole, max_episode_steps=500,
+             reward_threshold=475.0)
+
+
+NAN_AFTER_STEPS = 2000
+
+
+class NaNCartPole(CartPoleEnv):
+    """A CartPole whose observations turn NaN after a few thousand steps of its process."""
+
+    steps_in_process = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        NaNCartPole.steps_in_process += 1
+        if NaNCartPole.steps_in_process > NAN_AFTER_STEPS:
+            obs = np.full_like(obs, np.nan)
+        return obs, reward, terminated, truncated, info
+
+
+gym.register(id="NaNCartPole-v0", entry_point=NaNCartPole, max_episode_steps=500,
              reward_threshold=475.0)
