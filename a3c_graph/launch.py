@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shlex
 import signal
@@ -577,6 +578,9 @@ class Supervisor:
         # Restarts due: (when, the task that exited); and how many each task had.
         self.pending: list[tuple[float, RunningTask]] = []
         self.restarts: dict[str, int] = {}
+        # When the first worker began to train: a restarted worker's own progress file
+        # only knows when *it* began.
+        self.first_training: float | None = None
 
     # ---- start
 
@@ -639,6 +643,9 @@ class Supervisor:
                 next_line += PROGRESS_LINE_SECS
                 self._remember_descendants()
                 totals = run_totals(read_progress(self.plan.logdir))
+                if totals is not None and totals.training_started:
+                    self.first_training = min(self.first_training or math.inf,
+                                              totals.training_started)
                 rate = None
                 # No rate across a restart: a restarted task's counters start from zero, and
                 # a restored checkpoint can step back.
@@ -764,7 +771,8 @@ class Supervisor:
 # --------------------------------------------------------------------------- summary
 
 def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
-                  tasks: Sequence[RunningTask], restarts: Mapping[str, int]) -> dict:
+                  tasks: Sequence[RunningTask], restarts: Mapping[str, int],
+                  first_training: float | None = None) -> dict:
     summary, totals = summary_fields(plan.logdir, started)
     summary.update({
         "env": plan.config.env,
@@ -777,6 +785,9 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
         "task_exit_codes": {t.plan.name: t.returncode for t in tasks},
         "restarts": dict(restarts),
     })
+    if first_training is not None and summary["startup_seconds"] is not None:
+        summary["startup_seconds"] = round(min(first_training - started,
+                                               summary["startup_seconds"]), 1)
     return summary
 
 # --------------------------------------------------------------------------- commands
@@ -803,7 +814,7 @@ def run_foreground(plan: LaunchPlan) -> int:
     if outcome.error:
         print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
     summary = build_summary(plan, supervisor.started, outcome, supervisor.tasks,
-                            supervisor.restarts)
+                            supervisor.restarts, supervisor.first_training)
     write_atomic(plan.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
     print(json.dumps(summary, sort_keys=True), flush=True)  # always the last line
     return outcome.exit_code
