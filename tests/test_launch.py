@@ -327,6 +327,8 @@ FAKE_WORKER = textwrap.dedent('''
     signal.signal(signal.SIGTERM, lambda *_: stopped.append(True))
     if mode == "stubborn" and args.job == "ps":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a ps stuck in teardown
+    # Signals are handled from here on.
+    open(os.path.join(args.logdir, f"ready_{args.job}_{args.task}_{os.getpid()}"), "w").close()
 
 
     def progress(state, stop_reason):
@@ -480,7 +482,7 @@ def test_a_worker_that_keeps_crashing_is_restarted_with_back_off_then_the_run_st
 def test_a_worker_that_lost_the_ps_is_restarted_without_counting_as_a_crash(fake_launcher):
     process, logdir = fake_launcher("lost_ps", "--max-restarts", "0")
     deadline = time.monotonic() + 60
-    while "worker_1" not in _restarts_so_far(logdir):
+    while not _restarted_and_ready(logdir):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "worker 1 was never restarted"
         time.sleep(0.1)
@@ -495,9 +497,9 @@ def test_a_worker_that_lost_the_ps_is_restarted_without_counting_as_a_crash(fake
     assert_all_gone(pids)
 
 
-def _restarts_so_far(logdir: Path) -> str:
-    log = logdir / "logs" / "worker_1.log"
-    return "worker_1" if log.exists() and log.read_text().count("launch_cluster: ") > 1 else ""
+def _restarted_and_ready(logdir: Path) -> bool:
+    """worker 1's second process has its signal handlers in place."""
+    return len(list(logdir.glob("ready_worker_1_*"))) == 2
 
 
 def test_a_worker_that_gave_up_ends_the_run_with_its_reason(fake_launcher):
@@ -512,8 +514,10 @@ def test_a_worker_that_gave_up_ends_the_run_with_its_reason(fake_launcher):
 
 
 def wait_for_tasks(process: subprocess.Popen, logdir: Path, count: int) -> list[int]:
+    """Pids of `count` fake tasks once each handles signals (a signal before that kills)."""
     deadline = time.monotonic() + 60
-    while len(task_pids(logdir)) < count:
+    while len(task_pids(logdir)) < count or not all(
+            list(logdir.glob(f"ready_*_{pid}")) for pid in task_pids(logdir)):
         assert time.monotonic() < deadline, "the tasks never started"
         assert process.poll() is None, process.communicate()
         time.sleep(0.1)
