@@ -224,6 +224,46 @@ class _WorkerSessionCreator:
                          "running?") from None
 
 
+class _ChiefSessionCreator:
+    """The chief's session: carries on from the globals when the ps still holds them, else
+    restores the latest checkpoint (or initializes a new run), as ChiefSessionCreator does.
+
+    A restarted chief whose ps kept running must not restore: the variables on the ps are
+    newer than any checkpoint (the other workers trained on while it was away), and a
+    restore would throw that away.
+    """
+
+    def __init__(self, scaffold, master, config, checkpoint_dir: str):
+        import tensorflow as tf
+
+        self.scaffold, self.master, self.config = scaffold, master, config
+        self.restoring = tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=scaffold, master=master, config=config, checkpoint_dir=checkpoint_dir)
+        self.checkpoint_dir = checkpoint_dir
+
+    def create_session(self):
+        import tensorflow as tf
+
+        self.scaffold.finalize()
+        session = tf.compat.v1.Session(self.master, graph=tf.compat.v1.get_default_graph(),
+                                       config=self.config)
+        try:
+            uninitialized = session.run(self.scaffold.ready_for_local_init_op)
+            if len(uninitialized) == 0:
+                session.run(self.scaffold.local_init_op)
+                print(f"{PROG}: worker 0 (chief) carries on from the variables on the ps",
+                      flush=True)
+                return session
+        except BaseException:
+            session.close()
+            raise
+        session.close()
+        checkpoint = tf.train.latest_checkpoint(self.checkpoint_dir)
+        print(f"{PROG}: worker 0 (chief) " + (f"restores {checkpoint}" if checkpoint
+                                              else "initializes new variables"), flush=True)
+        return self.restoring.create_session()
+
+
 class _FirstSessionOnly:
     """Wraps a session creator for MonitoredSession: waits for the ps before the first
     session, and refuses to make a second one.
@@ -319,9 +359,7 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
         scaffold = tf1.train.Scaffold(saver=worker_graph.saver)
         hooks = []
         if spec.is_chief:
-            creator = tf1.train.ChiefSessionCreator(
-                scaffold=scaffold, master=server.target, config=sess_config,
-                checkpoint_dir=args.logdir)
+            creator = _ChiefSessionCreator(scaffold, server.target, sess_config, args.logdir)
             hooks.append(tf1.train.CheckpointSaverHook(
                 args.logdir, save_secs=config.checkpoint_secs, scaffold=scaffold))
         else:

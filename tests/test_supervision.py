@@ -2,8 +2,9 @@
 
 One run serves the kill tests, in order (each leaves the cluster training again): a worker,
 then the chief, then the ps are killed; then the launcher is asked to stop. The contract:
-a dead task comes back and rejoins, the global step never goes back further than the last
-checkpoint, and a stop leaves a final checkpoint, a summary and no process behind.
+a dead task comes back and rejoins; the global step never goes back further than the last
+checkpoint (only a ps's death needs the checkpoint at all); a stop leaves a final
+checkpoint, a summary and no process behind.
 """
 
 from __future__ import annotations
@@ -149,15 +150,19 @@ def test_a_killed_worker_is_restarted_and_rejoins_training(run):
     run.training_again(1, old, beyond_step=step)
 
 
-def test_a_killed_chief_is_restarted_and_restores_the_latest_checkpoint(run):
+def test_a_killed_chief_is_restarted_and_carries_on_from_the_live_globals(run):
     old = pid_of(run.logdir, "worker_0")
-    saved = checkpoint_step(run.logdir)
+    step = run.poll()[1]["global_step"]
     run.mark()
     os.kill(old, signal.SIGKILL)
     run.new_pid("worker_0", old)
-    run.training_again(0, old, beyond_step=saved)
-    # The restore may take the ps back to the checkpoint, never further.
-    assert run.lowest_since_mark is not None and run.lowest_since_mark >= saved
+    run.training_again(0, old, beyond_step=step)
+    # The ps kept the globals (newer than any checkpoint): nothing is rolled back, and the
+    # new chief checkpoints again.
+    assert run.lowest_since_mark is not None and run.lowest_since_mark >= step
+    run.until("a checkpoint from the new chief", lambda _: checkpoint_step(run.logdir) > step)
+    assert "carries on from the variables on the ps" in (
+        run.logdir / "logs" / "worker_0.log").read_text()
 
 
 def test_a_killed_ps_is_restarted_and_the_cluster_recovers_from_the_checkpoint(run):
@@ -173,6 +178,7 @@ def test_a_killed_ps_is_restarted_and_the_cluster_recovers_from_the_checkpoint(r
     for task, old in enumerate(workers):
         run.training_again(task, old, beyond_step=saved)
     assert run.lowest_since_mark is not None and run.lowest_since_mark >= saved
+    assert "restores " in (run.logdir / "logs" / "worker_0.log").read_text()
 
 
 def test_sigterm_stops_every_task_with_a_final_checkpoint_and_a_summary(run):
