@@ -226,6 +226,10 @@ BAD_INPUTS = {
         "--cluster", _write(tmp / "c.json", '{"ps": ["10.1.2.3:2222"], '
                                             '"worker": ["127.0.0.1:2223"]}')],
     "tasks without cluster": lambda tmp: ["--tasks", "worker:0"],
+    "negative max-restarts": lambda tmp: ["--max-restarts", "-1"],
+    "zero connect-timeout": lambda tmp: ["--connect-timeout", "0"],
+    "nan learning rate": lambda tmp: ["--learning-rate", "nan"],
+    "zero checkpoint interval": lambda tmp: ["--checkpoint-secs", "0"],
 }
 
 
