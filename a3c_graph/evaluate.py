@@ -59,21 +59,50 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_run_config(logdir: str):
-    from a3c_graph.config import A3CConfig
+    from a3c_graph.checkpoints import CheckpointError, read_run_config
 
-    path = os.path.join(logdir, "config.json")
     try:
-        with open(path, encoding="utf-8") as handle:
-            values = json.load(handle)
-    except FileNotFoundError:
-        raise UsageError(f"{path} not found: is {logdir} the log dir of a training run?") from None
-    except (OSError, json.JSONDecodeError) as error:
-        raise UsageError(f"cannot read {path}: {error}") from None
-    values["hidden_sizes"] = tuple(values.get("hidden_sizes", ()))
-    try:
-        return A3CConfig(**values)
-    except TypeError as error:
-        raise UsageError(f"{path} is not an a3c_graph config: {error}") from None
+        config = read_run_config(logdir)
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    if config is None:
+        path = os.path.join(logdir, "config.json")
+        raise UsageError(f"{path} not found: is {logdir} the log dir of a training run?")
+    return config
+
+
+def checked_checkpoint(logdir: str, config, checkpoint: str | None, env_overridden: bool) -> str:
+    """The checkpoint to play from `logdir` (the newest intact one unless `checkpoint` names
+    one), checked against the network `config` builds: UsageError (one line) for no
+    checkpoint, a damaged one, or one of a different network. Played models restore only
+    the global network, so the checkpoint's optimizer slots and counters are ignored.
+    """
+    import tensorflow as tf
+
+    from a3c_graph import checkpoints
+    from a3c_graph.envs import env_info, env_options
+    from a3c_graph.model import build_network
+
+    advice = (f"--env {config.env} needs another network than the run's env" if env_overridden
+              else f"{os.path.join(logdir, 'config.json')} describes another network")
+    info = env_info(config.env, **env_options(config))
+    with tf.Graph().as_default():
+        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        saver = tf.compat.v1.train.Saver(var_list=network.variables)
+        try:
+            if checkpoint:
+                checkpoints.check_checkpoint(checkpoint, saver, advice=advice)
+                return checkpoint
+            found = checkpoints.restorable_checkpoint(
+                logdir, saver, strict=False, advice=advice, restart_advice=False,
+                warn=lambda message: print(f"{PROG}: warning: {message}", file=sys.stderr,
+                                           flush=True))
+        except checkpoints.CheckpointError as error:
+            raise UsageError(str(error)) from None
+    if found is None:
+        raise UsageError(f"no checkpoint in {logdir} (the chief writes the first one "
+                         "--checkpoint-secs after training starts)")
+    return found
 
 
 def _recording_env(config, video_dir: str, name_prefix: str):
@@ -183,22 +212,18 @@ def main(argv=None) -> int:
             if args.env:
                 config = config.__class__(**{**config.__dict__, "env": args.env})
             configs.append(config)
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
-
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TF is first imported
         from a3c_graph.devices import shared_session_config
         from a3c_graph.envs import EnvError
 
         models = []
-        for logdir, config in zip(args.logdir, configs):
-            checkpoint = args.checkpoint or tf.train.latest_checkpoint(logdir)
-            if not checkpoint:
-                raise UsageError(f"no checkpoint in {logdir}")
-            models += [(logdir, config, checkpoint, copy) for copy in range(args.copies)]
-        # One ConfigProto for every session: GPU options are process-wide.
-        session_config = shared_session_config([d for d in devices if d],
-                                               args.gpu_memory_fraction)
         try:
+            for logdir, config in zip(args.logdir, configs):
+                checkpoint = checked_checkpoint(logdir, config, args.checkpoint, bool(args.env))
+                models += [(logdir, config, checkpoint, copy) for copy in range(args.copies)]
+            # One ConfigProto for every session: GPU options are process-wide.
+            session_config = shared_session_config([d for d in devices if d],
+                                                   args.gpu_memory_fraction)
             results = _play_concurrently(models, devices, session_config, args)
         except EnvError as error:
             raise UsageError(str(error)) from None

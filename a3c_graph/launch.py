@@ -12,6 +12,11 @@ the ps. Every process it starts is recorded in <logdir>/pids/ and is only ever s
 that pid, after checking that the pid still belongs to this run: never by name, so other
 people's jobs on the same machine are safe.
 
+TF's server listens on every interface whatever host the cluster names, so the tasks of a
+loopback cluster run in a private network: a network namespace with only loopback, which the
+launcher enters right before starting them (a3c_graph/netns.py). Anything else, a cluster
+with another address or split over several launchers, takes --allow-remote and a warning.
+
 Files under <logdir>: logs/<job>_<i>.log (stdout+stderr of a task), pids/<job>_<i>.pid and
 pids/launcher.pid, progress/worker_<i>.json (written by the workers), summary.json (written
 here when the run ends; its JSON is also the last line the launcher prints), launcher.log
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from a3c_graph import checkpoints
 from a3c_graph import cluster as cluster_lib
 from a3c_graph import devices as devices_lib
 from a3c_graph.config import (
@@ -130,8 +136,11 @@ def build_start_parser() -> argparse.ArgumentParser:
     group.add_argument("--tasks", default=None, metavar="JOB:I[,JOB:I..]",
                        help="With --cluster/TF_CONFIG: tasks to start here, e.g. worker:0,ps:0.")
     group.add_argument("--allow-remote", action="store_true",
-                       help="Allow non-loopback addresses. The TF server is unauthenticated gRPC "
-                            "that runs any graph sent to it: use only on a trusted network.")
+                       help="Allow non-loopback addresses, and tasks of a loopback cluster on "
+                            "the host network (no private network; needed when they are split "
+                            "over several launchers). TF listens on every interface and its "
+                            "server is unauthenticated gRPC that runs any graph sent to it: use "
+                            "only on a trusted network.")
     group.add_argument("--max-restarts", type=int, default=DEFAULT_MAX_RESTARTS, metavar="N",
                        help="Restart a task that crashes, with back-off, up to N times in a row "
                             "(0: a crash ends the run). A worker that lost the ps is always "
@@ -184,6 +193,8 @@ class LaunchPlan:
     # Which device each task uses (by CUDA_VISIBLE_DEVICES in its env_overrides).
     devices: devices_lib.DevicePlan | None = None
     max_restarts: int = DEFAULT_MAX_RESTARTS
+    # The tasks run in a network namespace with only loopback (see private_network_wanted).
+    private_network: bool = False
 
     @property
     def workers(self) -> list[TaskPlan]:
@@ -210,8 +221,10 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     config = dataclasses.replace(config, target_return=resolve_target_return(config))
 
     cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
-    if source != "local cluster":
-        # Local mode picked free ports just now; a cluster file's ports must be checked.
+    private_network = private_network_wanted(cluster, local_keys, source, args.allow_remote)
+    # Local mode picked free ports just now; a cluster file's ports must be checked, on the
+    # host network (in a private network, a new namespace, every port is free).
+    if source != "local cluster" and not private_network:
         for job, index in local_keys:
             try:
                 cluster_lib.check_port_free(cluster[job][index])
@@ -221,6 +234,7 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     logdir = Path(os.path.abspath(args.logdir or default_logdir(config.env)))
     check_logdir_writable(logdir)
     check_no_live_run(logdir)
+    check_logdir_checkpoints(logdir, config)
 
     keys = sorted(local_keys, key=lambda key: (key[0] != "ps", key[1]))
     try:
@@ -244,7 +258,7 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
                       allow_remote=args.allow_remote, source=source,
                       cluster_file=os.path.abspath(args.cluster) if args.cluster else None,
                       tasks_flag=args.tasks, devices=device_plan,
-                      max_restarts=args.max_restarts)
+                      max_restarts=args.max_restarts, private_network=private_network)
 
 
 def resolve_target_return(config: A3CConfig) -> float:
@@ -350,6 +364,29 @@ def parse_tasks_flag(text: str, cluster: Mapping[str, list]) -> list[tuple[str, 
     return keys
 
 
+def private_network_wanted(cluster: Mapping[str, list], local_keys: Sequence[tuple[str, int]],
+                           source: str, allow_remote: bool) -> bool:
+    """Whether the tasks started here run in a private network: a namespace with only lo.
+
+    TF's server listens on every interface whatever host the cluster names, so a loopback
+    cluster is only loopback for real inside such a namespace (a3c_graph/netns.py), and its
+    tasks can only meet there if this one launcher starts them all. Tasks of a loopback
+    cluster split over several launchers would meet on the host network: LaunchError unless
+    --allow-remote says that network is trusted. With --allow-remote (or a non-loopback
+    cluster, which resolve_cluster already let through only with it) the host network it is.
+    """
+    if allow_remote or cluster_lib.non_loopback_hosts(cluster):
+        return False
+    total = sum(len(cluster[job]) for job in cluster_lib.JOBS)
+    if len(local_keys) < total:
+        raise LaunchError(
+            f"this launcher would start {len(local_keys)} of the {total} tasks of the {source}, "
+            "and tasks split over several launchers meet on the host network, where TF "
+            "listens on every interface: start them all with one launcher (its private "
+            "network keeps them on loopback), or pass --allow-remote on a trusted network")
+    return True
+
+
 def is_local_host(host: str) -> bool:
     """True for loopback and for any name or address of this machine's interfaces."""
     if cluster_lib.is_loopback(host):
@@ -410,6 +447,17 @@ def check_no_live_run(logdir: Path) -> None:
                               f"stop it first: {PROG} stop --logdir {logdir}")
 
 
+def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
+    """LaunchError if `logdir` holds checkpoints of a network this config would not build
+    (the chief would fail to restore them, or a different run's files would be mixed in)."""
+    from a3c_graph import envs  # imports gymnasium; env_info is cached from the target check
+
+    try:
+        checkpoints.check_logdir_config(str(logdir), config, envs.env_info(config.env).obs_shape)
+    except checkpoints.CheckpointError as error:
+        raise LaunchError(str(error)) from None
+
+
 # --------------------------------------------------------------------------- dry run
 
 def command_line(task: TaskPlan) -> str:
@@ -419,11 +467,68 @@ def command_line(task: TaskPlan) -> str:
 
 
 def warn_if_remote(plan: LaunchPlan) -> None:
+    """The warning for tasks on the host network, loopback cluster or not: TF listens there
+    on every interface."""
+    if plan.private_network:
+        return
     remote = cluster_lib.non_loopback_hosts(plan.cluster)
-    if remote:
-        print(f"{PROG}: warning: address(es) {', '.join(remote)} are not loopback: the TF "
-              "server is unauthenticated gRPC that runs any graph sent to it; it must only be "
-              "reachable on a trusted network", file=sys.stderr, flush=True)
+    why = (f"address(es) {', '.join(remote)} are not loopback" if remote
+           else "--allow-remote, so not in a private network")
+    print(f"{PROG}: warning: the tasks run on the host network ({why}), where TF listens on "
+          "every interface: the TF server is unauthenticated gRPC that runs any graph sent to "
+          "it; it must only be reachable on a trusted network", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- private network
+
+# Set for a launcher that re-executes itself to enter its private network before it has
+# any thread (see enter_private_network); main() acts on it first thing.
+PRIVATE_NETWORK_ENV = "A3C_GRAPH_ENTER_PRIVATE_NETWORK"
+PRIVATE_NETWORK_LINE = ("the tasks {verb} in a private network (a network namespace with only "
+                        "loopback: no other machine can reach them)")
+
+
+def enter_private_network(plan: LaunchPlan) -> None:
+    """Move this launcher, and so every task it will start, into a private network.
+
+    Called right before the tasks start, so a --background launcher does it too; the pid
+    namespace stays the host's, so pid files, `status` and `stop` work as before. An
+    unprivileged user gets the namespace through a user namespace of its own, which the
+    kernel makes only for a single-threaded process, and numpy (imported while planning)
+    has started BLAS threads by now: then this launcher execs itself again, same pid and
+    command line, and enters first thing in main(). LaunchError when the kernel refuses,
+    before anything is written or started.
+    """
+    from a3c_graph import netns
+
+    if not netns.is_isolated():  # else already in one: a re-executed launcher
+        try:
+            netns.enter_private_network()
+        except netns.NeedsSingleThread:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            argv = [*sys.orig_argv[1:], "--logdir", str(plan.logdir)]  # the same default logdir
+            os.execve(sys.executable, [sys.executable, *argv],
+                      {**os.environ, PRIVATE_NETWORK_ENV: "1"})
+        except netns.NamespaceError as error:
+            raise LaunchError(private_network_refused(error)) from None
+    print(f"{PROG}: {PRIVATE_NETWORK_LINE.format(verb='run')}", flush=True)
+
+
+def enter_private_network_now() -> None:
+    """The re-executed launcher's first step, while it has no thread but the main one."""
+    from a3c_graph import netns
+
+    try:
+        netns.enter_private_network()
+    except netns.NamespaceError as error:
+        raise LaunchError(private_network_refused(error)) from None
+
+
+def private_network_refused(error: Exception) -> str:
+    return (f"cannot run the tasks in a private network: {error}; --allow-remote runs them on "
+            "the host network instead, where TF listens on every interface (trusted networks "
+            "only)")
 
 
 # --------------------------------------------------------------------------- files
@@ -793,6 +898,8 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
 # --------------------------------------------------------------------------- commands
 
 def run_foreground(plan: LaunchPlan) -> int:
+    if plan.private_network:
+        enter_private_network(plan)  # LaunchError if refused: nothing written or started yet
     signals = Signals()
     signals.install()  # before any task exists: a signal must never orphan one
     warn_if_remote(plan)
@@ -890,6 +997,9 @@ def cmd_start(argv: Sequence[str]) -> int:
         if missing:
             print(f"{PROG}: warning: {missing}", file=sys.stderr, flush=True)
         warn_if_remote(plan)
+        if plan.private_network:  # stdout holds only the commands
+            print(f"{PROG}: note: {PRIVATE_NETWORK_LINE.format(verb='would run')}",
+                  file=sys.stderr, flush=True)
         for task in plan.tasks:
             print(command_line(task))
         return 0
@@ -1021,6 +1131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and not argv[0].startswith("-"):
         command = argv.pop(0)
     try:
+        if os.environ.pop(PRIVATE_NETWORK_ENV, None):  # re-executed to enter it (run_foreground)
+            enter_private_network_now()
         if command not in COMMANDS:
             raise LaunchError(f"unknown command {command!r}; use start, status or stop")
         return COMMANDS[command](argv)

@@ -74,8 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu-memory-fraction", type=float, default=None, metavar="F",
                         help="per_process_gpu_memory_fraction instead of allow_growth.")
     parser.add_argument("--allow-remote", action="store_true",
-                        help="Allow non-loopback addresses. The TF server is unauthenticated "
-                             "gRPC: use only on a trusted network.")
+                        help="Allow non-loopback addresses, and the host network (outside the "
+                             "launcher's private network), where TF listens on every interface. "
+                             "The TF server is unauthenticated gRPC: use only on a trusted "
+                             "network.")
     add_config_arguments(parser)
     return parser
 
@@ -233,13 +235,16 @@ class _ChiefSessionCreator:
     restore would throw that away.
     """
 
-    def __init__(self, scaffold, master, config, checkpoint_dir: str):
+    def __init__(self, scaffold, master, config, checkpoint: str | None):
+        """checkpoint: the prefix to restore from (checkpoints.restorable_checkpoint), or None
+        for a new run."""
         import tensorflow as tf
 
         self.scaffold, self.master, self.config = scaffold, master, config
         self.restoring = tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=scaffold, master=master, config=config, checkpoint_dir=checkpoint_dir)
-        self.checkpoint_dir = checkpoint_dir
+            scaffold=scaffold, master=master, config=config,
+            checkpoint_filename_with_path=checkpoint)
+        self.checkpoint = checkpoint
 
     def create_session(self):
         import tensorflow as tf
@@ -258,8 +263,7 @@ class _ChiefSessionCreator:
             session.close()
             raise
         session.close()
-        checkpoint = tf.train.latest_checkpoint(self.checkpoint_dir)
-        print(f"{PROG}: worker 0 (chief) " + (f"restores {checkpoint}" if checkpoint
+        print(f"{PROG}: worker 0 (chief) " + (f"restores {self.checkpoint}" if self.checkpoint
                                               else "initializes new variables"), flush=True)
         return self.restoring.create_session()
 
@@ -330,6 +334,7 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
     import tensorflow as tf
 
     from a3c_graph.agent import build_worker_graph
+    from a3c_graph.checkpoints import CheckpointError, restorable_checkpoint
     from a3c_graph.cluster import session_config, start_server
     from a3c_graph.devices import apply_to_config, describe_task
     from a3c_graph.envs import EnvBatch, env_options
@@ -338,9 +343,6 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
     started = time.time()
     progress = Progress(args.logdir, spec.task, target_return, config.progress_secs)
     progress.write("starting")
-    if spec.is_chief:
-        # What evaluate.py needs to rebuild the network of this run's checkpoints.
-        write_json_atomic(os.path.join(args.logdir, "config.json"), dataclasses.asdict(config))
     sess_config = apply_to_config(
         session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
     server = start_server(spec, sess_config)
@@ -359,7 +361,17 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
         scaffold = tf1.train.Scaffold(saver=worker_graph.saver)
         hooks = []
         if spec.is_chief:
-            creator = _ChiefSessionCreator(scaffold, server.target, sess_config, args.logdir)
+            try:
+                checkpoint = restorable_checkpoint(
+                    args.logdir, worker_graph.saver,
+                    warn=lambda message: print(f"{PROG}: warning: {message}", flush=True))
+            except CheckpointError as error:
+                raise UsageError(str(error)) from None
+            # What evaluate.py needs to rebuild the network of this run's checkpoints;
+            # written once the checkpoints are known to fit it.
+            write_json_atomic(os.path.join(args.logdir, "config.json"),
+                              dataclasses.asdict(config))
+            creator = _ChiefSessionCreator(scaffold, server.target, sess_config, checkpoint)
             hooks.append(tf1.train.CheckpointSaverHook(
                 args.logdir, save_secs=config.checkpoint_secs, scaffold=scaffold))
         else:
@@ -394,6 +406,9 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
     import tensorflow as tf
 
     reason = error = None
+    # A step that takes this long is stuck on an unreachable ps (a network cut can leave a
+    # connection that neither side closes): DeadlineExceeded, handled like a lost ps.
+    options = tf.compat.v1.RunOptions(timeout_in_ms=int(config.connect_timeout * 1000))
     skipped_in_a_row = 0
     last_skip_message = 0.0
     with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
@@ -404,7 +419,7 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
               f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
               flush=True)
         while not session.should_stop():
-            fetched = session.run(worker_graph.train_fetches)
+            fetched = session.run(worker_graph.train_fetches, options=options)
             progress.update(fetched)
             if fetched["update_skipped"]:
                 skipped_in_a_row += 1
@@ -460,7 +475,8 @@ def main(argv=None) -> int:
         return _fail(EXIT_USAGE, error)
     except GaveUp as error:
         return _fail(EXIT_GAVE_UP, error)
-    except (LostPs, tf.errors.UnavailableError, tf.errors.AbortedError) as error:
+    except (LostPs, tf.errors.UnavailableError, tf.errors.AbortedError,
+            tf.errors.DeadlineExceededError) as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"{PROG}: {spec.job} {spec.task} lost the ps ({first}); exiting to be restarted",
               file=sys.stderr, flush=True)
@@ -480,6 +496,7 @@ def _validated_task(args):
     Every check a user can fail runs here, before TF is imported (its C++ log lines would
     break the one-line error) and before the log dir is created.
     """
+    from a3c_graph.checkpoints import check_logdir_config
     from a3c_graph.cluster import check_port_free, non_loopback_hosts, resolve_task
     from a3c_graph.config import config_from_args, resolve_policy
     from a3c_graph.envs import EnvError, env_info, env_options
@@ -492,8 +509,10 @@ def _validated_task(args):
             raise UsageError(f"{remote[0]} is not a loopback address; the TF server is "
                              "unauthenticated, pass --allow-remote only on a trusted network")
         if spec.job == "ps":
-            check_port_free(spec.address)
-            return spec, config, None, None, _task_device(args, spec)
+            device = _task_device(args, spec)
+            _check_private_network(args)
+            check_port_free(spec.address)  # in the network the server will listen in
+            return spec, config, None, None, device
         if not args.logdir:
             raise UsageError("--logdir is required for a worker")
         info = env_info(config.env, **env_options(config))
@@ -502,12 +521,31 @@ def _validated_task(args):
             else info.reward_threshold
         if target is None:
             raise UsageError(f"env {config.env!r} has no reward_threshold; give --target-return")
-        check_port_free(spec.address)
         device = _task_device(args, spec)
+        _check_private_network(args)
+        check_port_free(spec.address)
         _check_logdir(args.logdir)
+        check_logdir_config(args.logdir, config, info.obs_shape)  # a different run's logdir
         return spec, config, info, float(target), device
     except (ClusterError, EnvError, ValueError) as error:
         raise UsageError(str(error)) from None
+
+
+def _check_private_network(args) -> None:
+    """UsageError unless this task runs in a private network (a namespace with only
+    loopback) or --allow-remote says the host network is trusted.
+
+    TF's server listens on every interface whatever host the cluster names, so a task "on
+    127.0.0.1" started on the host network is reachable from every network the machine is
+    on. The launcher's tasks run in its private network (a3c_graph/netns.py) and pass.
+    """
+    from a3c_graph import netns
+
+    if not args.allow_remote and not netns.is_isolated():
+        raise UsageError("TF's server would listen on every interface of this machine, whatever "
+                         "host the cluster names; start the cluster with "
+                         "scripts/launch_cluster.sh, which runs its tasks in a private network, "
+                         "or pass --allow-remote on a trusted network")
 
 
 def _task_device(args, spec):
@@ -531,4 +569,9 @@ def _check_logdir(logdir: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    # Everything is written and closed by now. Left to the interpreter, TF's teardown can take
+    # more than the launcher's 10 s stop limit on a loaded machine (seen in the chief).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

@@ -179,7 +179,9 @@ def test_dry_run_with_tf_config_starts_just_its_task_with_tf_config_in_the_envir
     tf_config = json.dumps({"cluster": {"ps": ["127.0.0.1:2222"],
                                         "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]},
                             "task": {"type": "worker", "index": 1}})
-    result = run_script("--dry-run", "--logdir", str(tmp_path / "run"), TF_CONFIG=tf_config)
+    # One task per launcher meets the others on the host network: --allow-remote.
+    result = run_script("--dry-run", "--allow-remote", "--logdir", str(tmp_path / "run"),
+                        TF_CONFIG=tf_config)
     assert result.returncode == 0, result.stderr
     [(job, task, argv)] = worker_commands(result.stdout)
     assert (job, task) == ("worker", 1)
@@ -262,13 +264,16 @@ def test_logdir_that_cannot_be_created_is_a_usage_error(tmp_path):
 
 
 def test_taken_port_in_a_cluster_file_is_a_usage_error(tmp_path):
+    # On the host network (--allow-remote); a private network has every port free
+    # (test_security.py).
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
         cluster_file = _write(tmp_path / "c.json", json.dumps(
             {"ps": [f"127.0.0.1:{taken}"], "worker": ["127.0.0.1:1"]}))
-        result = run_script("--cluster", cluster_file, "--logdir", str(tmp_path / "run"))
+        result = run_script("--cluster", cluster_file, "--allow-remote",
+                            "--logdir", str(tmp_path / "run"))
     line = assert_one_line_usage_error(result)
     assert str(taken) in line and "in use" in line
     assert not (tmp_path / "run").exists()

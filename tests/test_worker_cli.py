@@ -1,6 +1,9 @@
 """Bad input to ``python -m a3c_graph.worker``: one line on stderr, exit status 2, nothing left.
 
 Each case runs the real entry point in a subprocess, the way a user or the launcher does.
+Cases whose check comes after the worker's network check run it in the tests' private network
+(conftest.PrivateNetwork), as the launcher runs its tasks; the check itself is in
+test_security.py.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ PREFIX = "a3c_graph.worker: error:"
 TIMEOUT_SECS = 60  # a bad-input run ends in seconds; longer means it hangs
 
 
-def run_worker(args: list[str], env_extra: dict | None = None) -> subprocess.CompletedProcess:
+def run_worker(args: list[str], env_extra: dict | None = None,
+               network=None) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("TF_CONFIG", None)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the worker's own default must keep stderr clean
     env["PYTHONPATH"] = str(REPO_ROOT)
     env.update(env_extra or {})
-    proc = subprocess.Popen([sys.executable, "-m", "a3c_graph.worker", *args], cwd=REPO_ROOT,
+    command = [sys.executable, "-m", "a3c_graph.worker", *args]
+    proc = subprocess.Popen(network.command(command) if network else command, cwd=REPO_ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         stdout, stderr = proc.communicate(timeout=TIMEOUT_SECS)
@@ -38,9 +43,9 @@ def run_worker(args: list[str], env_extra: dict | None = None) -> subprocess.Com
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
-def usage_error(args: list[str], env_extra: dict | None = None) -> str:
+def usage_error(args: list[str], env_extra: dict | None = None, network=None) -> str:
     """The one error line of a worker run on bad input (checked: status 2, no traceback)."""
-    result = run_worker(args, env_extra)
+    result = run_worker(args, env_extra, network)
     shown = f"status {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert "Traceback" not in result.stdout + result.stderr, shown
     assert result.returncode == 2, shown
@@ -127,22 +132,23 @@ def test_unknown_job_in_cluster_file(tmp_path):
     assert not logdir.exists()
 
 
-def test_port_already_in_use(tmp_path):
+def test_port_already_in_use(tmp_path, private_network):
+    # Taken in the network the worker runs in, as by another task of its launcher.
     ps_port = portpicker.pick_unused_port()
     logdir = tmp_path / "run"
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
+    with private_network.taken_port() as port:
         line = usage_error(["--ps-hosts", f"127.0.0.1:{ps_port}",
                             "--worker-hosts", f"127.0.0.1:{port}",
-                            "--job", "worker", "--task", "0", "--logdir", str(logdir)])
+                            "--job", "worker", "--task", "0", "--logdir", str(logdir)],
+                           network=private_network)
     portpicker.return_port(ps_port)
     assert f"port {port}" in line and "already in use" in line
     assert not logdir.exists()
 
 
-def test_ps_port_already_in_use():
+def test_ps_port_already_in_use_on_the_host_network():
+    # --allow-remote: the task is on the host network, where TF would listen on every
+    # interface; a port taken on loopback only is taken for it too.
     worker_port = portpicker.pick_unused_port()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
         holder.bind(("127.0.0.1", 0))
@@ -150,16 +156,17 @@ def test_ps_port_already_in_use():
         port = holder.getsockname()[1]
         line = usage_error(["--ps-hosts", f"127.0.0.1:{port}",
                             "--worker-hosts", f"127.0.0.1:{worker_port}",
-                            "--job", "ps", "--task", "0"])
+                            "--job", "ps", "--task", "0", "--allow-remote"])
     portpicker.return_port(worker_port)
     assert f"port {port}" in line and "already in use" in line
 
 
-def test_unwritable_log_dir(hosts, tmp_path):
+def test_unwritable_log_dir(hosts, tmp_path, private_network):
     blocker = tmp_path / "file"
     blocker.write_text("a regular file, not a directory\n")
     logdir = blocker / "sub"
-    line = usage_error([*hosts, "--job", "worker", "--task", "0", "--logdir", str(logdir)])
+    line = usage_error([*hosts, "--job", "worker", "--task", "0", "--logdir", str(logdir)],
+                       network=private_network)
     assert f"cannot create log dir {logdir}" in line
     assert blocker.is_file() and blocker.read_text() == "a regular file, not a directory\n"
 

@@ -1,0 +1,417 @@
+"""Three machines on one switch: a ps and two workers, each in its own network namespace.
+
+Needs root on Linux (network namespaces and veth pairs need CAP_NET_ADMIN) and iproute2's
+`ip`; without them the test is skipped with the reason. Each "machine" is a network
+namespace with one veth link to a bridge that lives in a fourth, "switch" namespace; the
+addresses come from a random private 10.x.y.0/24 that the host does not use. Every `ip`
+command names its namespace (`ip -n NS ...`): the host's own namespace, interfaces and
+routes are never touched. Names carry a random suffix so parallel runs and leftovers never
+collide.
+
+Each machine runs the real launcher with its own logdir, as a user on three computers would:
+
+    python -m a3c_graph.launch start --cluster cluster.json --tasks worker:1 --allow-remote ...
+
+After a few hundred global steps worker 1's link goes down for a few seconds and comes back
+up: worker 1 must train again and the global step go on. Then the launchers are stopped
+(SIGTERM, workers first, as the launcher itself stops its tasks); each writes its summary and
+nothing is left running. The fixtures stop every process by its own pid and delete the
+namespaces (and with them the veth pairs and the bridge) whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import random
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from a3c_graph import launch
+from a3c_graph.progress import read_progress
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[1]
+# Every machine has its own network stack, so all use the same port, as real hosts would.
+PORT = 2222
+TRAINING = ["--rollout-length", "16", "--envs-per-worker", "4", "--progress-secs", "0.5",
+            "--checkpoint-secs", "5", "--connect-timeout", "60", "--max-seconds", "300",
+            "--target-return", "100000"]
+STEPS_BEFORE_CUT = 300
+LINK_DOWN_SECS = 5.0
+# Updates worker 1 must make after its link is back (env steps = updates x 16 x 4).
+UPDATES_AFTER_RECONNECT = 20
+ENV_STEPS_PER_UPDATE = 16 * 4
+START_TIMEOUT_SECS = 120.0
+RECONNECT_TIMEOUT_SECS = 60.0
+STOP_TIMEOUT_SECS = 60.0
+
+
+# --------------------------------------------------------------------------- the network
+
+class NetworkError(Exception):
+    """An `ip` command failed: its command line and stderr."""
+
+
+def ip(*args: str) -> str:
+    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if result.returncode != 0:
+        raise NetworkError(f"`ip {' '.join(args)}` failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def networks_in_use() -> list[ipaddress.IPv4Network]:
+    """The host's IPv4 subnets: of its addresses and of its routes (read-only)."""
+    used = []
+    for line in ip("-o", "-4", "addr", "show").splitlines():
+        match = re.search(r"\binet (\S+)", line)
+        if match:
+            used.append(ipaddress.ip_interface(match.group(1)).network)
+    for line in ip("-4", "route", "show", "table", "all").splitlines():
+        words = line.split()
+        for word in words[:2]:  # "10.0.0.0/8 dev ..." or "local 10.1.2.3 dev ..."
+            try:
+                used.append(ipaddress.ip_network(word, strict=False))
+                break
+            except ValueError:
+                continue
+    return used
+
+
+def free_subnet() -> ipaddress.IPv4Network:
+    used = networks_in_use()
+    for _ in range(200):
+        subnet = ipaddress.IPv4Network(
+            f"10.{random.randint(16, 254)}.{random.randint(0, 255)}.0/24")
+        if not any(subnet.overlaps(net) for net in used if net.prefixlen > 0):
+            return subnet
+    raise NetworkError("no free 10.x.y.0/24 subnet found")
+
+
+@dataclass
+class Machine:
+    name: str  # "ps0", "worker0", ...
+    job: str
+    task: int
+    netns: str
+    link: str  # its end of the veth pair, inside its namespace
+    address: str  # IPv4
+
+    @property
+    def host_port(self) -> str:
+        return f"{self.address}:{PORT}"
+
+
+@dataclass
+class Lab:
+    """Network namespaces made for one test: machines on a bridge in a "switch" namespace."""
+
+    suffix: str = field(default_factory=lambda: secrets.token_hex(3))
+    machines: dict[str, Machine] = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)  # every one this lab created
+
+    @property
+    def switch(self) -> str:
+        return f"a3c-{self.suffix}-switch"
+
+    @property
+    def bridge(self) -> str:
+        return f"br-{self.suffix}"
+
+    def add_netns(self, name: str) -> None:
+        ip("netns", "add", name)
+        self.namespaces.append(name)
+        ip("-n", name, "link", "set", "lo", "up")  # a new namespace starts with lo down
+
+    def build(self, roles: list[tuple[str, int]]) -> None:
+        subnet = free_subnet()
+        hosts = subnet.hosts()
+        self.add_netns(self.switch)
+        ip("-n", self.switch, "link", "add", self.bridge, "type", "bridge")
+        ip("-n", self.switch, "link", "set", self.bridge, "up")
+        for i, (job, task) in enumerate(roles):
+            machine = Machine(name=f"{job}{task}", job=job, task=task,
+                              netns=f"a3c-{self.suffix}-{job}{task}",
+                              link=f"eth-{self.suffix}", address=str(next(hosts)))
+            port = f"sw-{self.suffix}-{i}"
+            self.add_netns(machine.netns)
+            # Made in the switch, then one end moved: the host namespace never sees either.
+            ip("-n", self.switch, "link", "add", port, "type", "veth", "peer", "name",
+               machine.link)
+            ip("-n", self.switch, "link", "set", machine.link, "netns", machine.netns)
+            ip("-n", self.switch, "link", "set", port, "master", self.bridge)
+            ip("-n", self.switch, "link", "set", port, "up")
+            ip("-n", machine.netns, "addr", "add", f"{machine.address}/{subnet.prefixlen}",
+               "dev", machine.link)
+            ip("-n", machine.netns, "link", "set", machine.link, "up")
+            self.machines[machine.name] = machine
+
+    def set_link(self, machine: Machine, state: str) -> None:
+        """`ip link set <veth> up|down` inside the machine, as its admin would."""
+        ip("-n", machine.netns, "link", "set", machine.link, state)
+
+    def destroy(self) -> list[str]:
+        """Delete every namespace this lab made (their veths and the bridge go with them);
+        returns the errors."""
+        errors = []
+        for name in reversed(self.namespaces):
+            try:
+                ip("netns", "del", name)
+            except NetworkError as error:
+                errors.append(str(error))
+        left = set(ip("netns", "list").split()) & set(self.namespaces)
+        if left:
+            errors.append(f"namespaces left behind: {sorted(left)}")
+        return errors
+
+
+@pytest.fixture
+def lab():
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"network namespaces are Linux only (this is {sys.platform})")
+    if os.geteuid() != 0:
+        pytest.skip(f"needs root to make network namespaces (running as uid {os.geteuid()})")
+    if shutil.which("ip") is None:
+        pytest.skip("needs the `ip` command of iproute2, which is not installed")
+    lab = Lab()
+    try:
+        lab.build([("ps", 0), ("worker", 0), ("worker", 1)])
+    except (NetworkError, OSError, subprocess.SubprocessError) as error:
+        lab.destroy()
+        pytest.skip(f"cannot build the test network: {error}")
+    yield lab
+    errors = lab.destroy()
+    assert not errors, errors
+
+
+# --------------------------------------------------------------------------- the launchers
+
+def launcher_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    env.pop("TF_CONFIG", None)
+    # gRPC would send the cluster's traffic to a proxy, which the switch cannot reach.
+    for key in list(env):
+        if key.lower() in ("http_proxy", "https_proxy", "grpc_proxy", "all_proxy"):
+            del env[key]
+    return env
+
+
+@dataclass
+class Run:
+    """The launcher of one machine, started inside its namespace."""
+
+    machine: Machine
+    logdir: Path
+    process: subprocess.Popen
+    out: Path
+    err: Path
+    pids: set[int] = field(default_factory=set)  # every pid its pid files ever named
+
+    def remember_pids(self) -> None:
+        for record in launch.read_pid_files(self.logdir).values():
+            if record.proc is not None:
+                self.pids.add(record.pid)
+
+    def progress(self) -> dict | None:
+        return read_progress(self.logdir).get(self.machine.task)
+
+    def report(self) -> str:
+        parts = [f"== {self.machine.name} ({self.machine.host_port}), launcher "
+                 f"pid {self.process.pid}, exit {self.process.poll()}"]
+        for path in [self.out, self.err, *sorted((self.logdir / "logs").glob("*.log"))]:
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            parts.append(f"-- {path.name} (last 15 lines)\n" + "\n".join(lines[-15:]))
+        return "\n".join(parts)
+
+
+class Launchers:
+    def __init__(self, lab: Lab, tmp_path: Path):
+        self.lab, self.tmp_path = lab, tmp_path
+        self.runs: dict[str, Run] = {}
+        self.cluster_file = tmp_path / "cluster.json"
+        machines = list(lab.machines.values())
+        self.cluster_file.write_text(json.dumps({
+            "ps": [m.host_port for m in machines if m.job == "ps"],
+            "worker": [m.host_port for m in machines if m.job == "worker"]}))
+
+    def start(self, machine: Machine) -> Run:
+        logdir = self.tmp_path / machine.name / "run"
+        logdir.parent.mkdir(parents=True)
+        out, err = logdir.parent / "launcher.out", logdir.parent / "launcher.err"
+        with open(out, "w") as stdout, open(err, "w") as stderr:
+            process = subprocess.Popen(
+                ["ip", "netns", "exec", machine.netns,  # execs the command: same pid
+                 sys.executable, "-m", "a3c_graph.launch", "start",
+                 "--cluster", str(self.cluster_file), "--tasks", f"{machine.job}:{machine.task}",
+                 "--allow-remote", "--logdir", str(logdir), *TRAINING],
+                cwd=self.tmp_path, env=launcher_env(), stdout=stdout, stderr=stderr,
+                start_new_session=True)
+        run = Run(machine, logdir, process, out, err)
+        self.runs[machine.name] = run
+        return run
+
+    def report(self) -> str:
+        return "\n".join(run.report() for run in self.runs.values())
+
+    def poll(self) -> None:
+        for run in self.runs.values():
+            run.remember_pids()
+            if run.process.poll() is not None:
+                pytest.fail(f"the launcher of {run.machine.name} exited "
+                            f"({run.process.returncode})\n{self.report()}")
+
+    def until(self, what: str, done, timeout: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            self.poll()
+            result = done()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout:g} s waiting for {what}\n{self.report()}")
+            time.sleep(0.2)
+
+    def stop_all(self) -> None:
+        """Cleanup by our own pids: the launchers (workers first), then what they left."""
+        order = sorted(self.runs.values(), key=lambda run: run.machine.job == "ps")
+        for run in order:
+            if run.process.poll() is None:
+                run.process.terminate()
+        for run in order:
+            try:
+                run.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                run.process.kill()
+                run.process.wait(timeout=10)
+        for run in order:
+            for record in launch.read_pid_files(run.logdir).values():
+                if record.proc is not None:  # still ours: read_pid_file checked it
+                    try:
+                        record.proc.kill()
+                    except psutil.NoSuchProcess:
+                        pass
+
+
+@pytest.fixture
+def launchers(lab, tmp_path):
+    started = Launchers(lab, tmp_path)
+    yield started
+    started.stop_all()
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def checkpoint_step(logdir: Path) -> int:
+    try:
+        text = (logdir / "checkpoint").read_text()
+    except FileNotFoundError:
+        return 0
+    return int(re.search(r'model_checkpoint_path: ".*-(\d+)"', text).group(1))
+
+
+# --------------------------------------------------------------------------- the test
+
+def test_a_worker_whose_link_goes_down_reconnects_and_training_goes_on(lab, launchers):
+    ps, chief, worker = (lab.machines[name] for name in ("ps0", "worker0", "worker1"))
+    runs = {m.name: launchers.start(m) for m in (ps, chief, worker)}
+    ps_run, chief_run, worker_run = runs["ps0"], runs["worker0"], runs["worker1"]
+
+    def global_step() -> int:
+        return max((p["global_step"] for p in (chief_run.progress(), worker_run.progress())
+                    if p is not None), default=0)
+
+    def training(run: Run) -> bool:
+        p = run.progress()
+        return p is not None and p["state"] == "running" and p["local_env_steps"] > 0
+
+    launchers.until(f"both workers to train past global step {STEPS_BEFORE_CUT}", lambda: (
+        training(chief_run) and training(worker_run) and global_step() > STEPS_BEFORE_CUT),
+        START_TIMEOUT_SECS)
+
+    # Worker 1's machine loses its network for a while.
+    at_cut = worker_run.progress()
+    step_at_cut = global_step()
+    lab.set_link(worker, "down")
+    # A rollout in flight at the cut may still finish; after that worker 1 is stuck.
+    time.sleep(LINK_DOWN_SECS / 2)
+    cut_off = worker_run.progress()
+    time.sleep(LINK_DOWN_SECS / 2)
+    launchers.poll()
+    # The chief talks to the ps only (device filters): it trains on without worker 1.
+    chief_step_at_up = chief_run.progress()["global_step"]
+    assert chief_step_at_up > step_at_cut, launchers.report()
+    # Else the cut missed: worker 1 would have had another way to the ps.
+    still = worker_run.progress()
+    assert not (still["pid"] == cut_off["pid"]
+                and still["local_env_steps"] > cut_off["local_env_steps"]), (
+        "worker 1 kept training while its link was down", cut_off, still)
+    lab.set_link(worker, "up")
+    up = time.time()
+
+    def trains_again() -> dict | None:
+        p = worker_run.progress()
+        if p is None or p["time"] <= up or p["state"] != "running":
+            return None
+        # The same process carries on, or a new one (restarted by its launcher) trains.
+        before = at_cut["local_env_steps"] if p["pid"] == at_cut["pid"] else 0
+        made = p["local_env_steps"] - before
+        return p if (made >= UPDATES_AFTER_RECONNECT * ENV_STEPS_PER_UPDATE
+                     and p["global_step"] > chief_step_at_up) else None
+
+    after = launchers.until("worker 1 to train again after its link came back", trains_again,
+                            RECONNECT_TIMEOUT_SECS)
+    resumed = time.time() - up
+    launchers.until("the global step to go on", lambda: global_step() > after["global_step"],
+                    RECONNECT_TIMEOUT_SECS)
+    restarted = after["pid"] != at_cut["pid"]
+    print(f"worker 1: link down {LINK_DOWN_SECS:g} s at global step {step_at_cut}; chief at "
+          f"{chief_step_at_up} when it came back; worker 1 "
+          f"{'was restarted' if restarted else 'carried on in the same process'} and made "
+          f"{UPDATES_AFTER_RECONNECT} updates within {resumed:.1f} s")
+
+    # A user stops each machine's launcher: workers first, so the chief's final checkpoint
+    # reaches a live ps.
+    launchers.poll()
+    pids = {name: set(run.pids) | {run.process.pid} for name, run in runs.items()}
+    for run in (chief_run, worker_run, ps_run):
+        run.process.send_signal(signal.SIGTERM)
+        try:
+            run.process.wait(timeout=STOP_TIMEOUT_SECS)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the launcher of {run.machine.name} did not stop within "
+                        f"{STOP_TIMEOUT_SECS:g} s of SIGTERM\n{launchers.report()}")
+    for name, run in runs.items():
+        assert run.process.returncode == 143, run.report()
+        summary = json.loads((run.logdir / "summary.json").read_text())
+        assert summary["stop_reason"] == "interrupted", summary
+        # Every task left on its own SIGTERM: none had to be killed (-9: the launcher's stop
+        # budget ran out before the task's process was gone).
+        task = f"{run.machine.job}_{run.machine.task}"
+        assert summary["task_exit_codes"] == {task: 0}, (
+            f"{name}: {summary['task_exit_codes']} after SIGTERM\n{run.report()}")
+        assert not [pid for pid in pids[name] if alive(pid)], (name, pids[name])
+    final = chief_run.progress()
+    assert final["state"] == "done" and final["stop_reason"] == "signal"
+    # The chief's final checkpoint is in its own logdir, on its own machine.
+    assert checkpoint_step(chief_run.logdir) >= final["global_step"] > after["global_step"]

@@ -1,0 +1,396 @@
+"""Who can reach a cluster's TF servers: unauthenticated gRPC that runs any graph it is sent.
+
+TF 2.21 listens on every interface whatever host the cluster names, so the launcher runs the
+tasks of a loopback cluster in a private network (a network namespace with only lo,
+a3c_graph/netns.py); anything else takes --allow-remote and prints a warning, and a task
+started by hand on the host network refuses to start without it.
+
+Elsewhere: a cluster with a non-loopback address and no --allow-remote is refused by the
+launcher (test_launch.py, bad input "remote without allow-remote") and by the worker
+(test_worker_cli.py, test_non_loopback_address_needs_allow_remote).
+
+Every process a test starts is stopped by its own pid (or by the pids of a run's pid files,
+after checking they are still ours).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import portpicker
+import psutil
+import pytest
+from conftest import nsenter_command
+
+from a3c_graph import launch, netns
+from a3c_graph.progress import read_progress
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "scripts" / "launch_cluster.sh"
+NOBODY = 65534
+FAST = ["--rollout-length", "16", "--envs-per-worker", "4", "--progress-secs", "0.5"]
+
+
+def env_without_tf_config(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def run(argv: list[str], timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """Run `argv` to its end; past `timeout`, subprocess.run kills it (by its pid)."""
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=REPO,
+                          env=env_without_tf_config(**env))
+
+
+def one_error_line(result: subprocess.CompletedProcess, prefix: str) -> str:
+    shown = f"status {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 2, shown
+    assert "Traceback" not in result.stderr, shown
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prefix}: error: "), shown
+    return lines[0]
+
+
+def interfaces(pid: int | str) -> list[str]:
+    """The network interfaces process `pid` sees (its namespace's /proc/net/dev)."""
+    lines = Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
+    return sorted(line.split(":")[0].strip() for line in lines)
+
+
+def processes_mentioning(path: Path) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if any(str(path) in part for part in proc.info["cmdline"] or []):
+            found.append(proc.info["pid"])
+    return found
+
+
+@pytest.fixture
+def run_cleanup():
+    """Logdirs whose processes are stopped after the test, by their own, checked pids."""
+    logdirs: list[Path] = []
+    yield logdirs.append
+    for logdir in logdirs:
+        procs = [r.proc for r in launch.read_pid_files(logdir).values() if r.proc is not None]
+        for proc in procs:
+            try:
+                proc.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        for proc in psutil.wait_procs(procs, timeout=15)[1]:
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+
+
+needs_host_network = pytest.mark.skipif(
+    netns.is_isolated(), reason="this machine's own network has only loopback")
+
+
+# --------------------------------------------------------------------------- netns
+
+PROBE = textwrap.dedent("""
+    import json, os, socket, sys
+    if sys.argv[1:] == ["threads"]:
+        import numpy  # its BLAS starts threads
+    from a3c_graph import netns
+    try:
+        netns.enter_private_network()
+    except netns.NamespaceError as error:
+        print(json.dumps({"error": type(error).__name__, "message": str(error)}))
+        sys.exit(0)
+    server = socket.create_server(("127.0.0.1", 0))
+    socket.create_connection(server.getsockname(), timeout=5).close()
+    lines = open("/proc/self/net/dev").read().splitlines()[2:]
+    print(json.dumps({"interfaces": sorted(line.split(":")[0].strip() for line in lines),
+                      "isolated": netns.is_isolated(), "uid": os.getuid(), "gid": os.getgid()}))
+""")
+
+
+def probe(prefix: list[str] = (), *args: str) -> dict:
+    result = run([*prefix, sys.executable, "-c", PROBE, *args], timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def as_nobody() -> list[str]:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run a probe as an unprivileged user")
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+def without_cap_sys_admin() -> list[str]:
+    """Root without CAP_SYS_ADMIN, as in many containers: no network namespace of its own,
+    the user-namespace way like any user (and, unlike nobody, it may exec this Python, which
+    may live under a private /root)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to drop CAP_SYS_ADMIN")
+    return ["setpriv", "--bounding-set=-sys_admin"]
+
+
+def test_a_private_network_has_only_loopback_and_it_is_up():
+    # In a child process: the test process itself stays on the host network.
+    seen = probe()
+    if "error" in seen:
+        pytest.skip(seen["message"])
+    assert seen == {"interfaces": ["lo"], "isolated": True, "uid": os.getuid(),
+                    "gid": os.getgid()}
+
+
+def test_an_unprivileged_user_gets_one_through_a_user_namespace_keeping_its_uid():
+    seen = probe(as_nobody())
+    if "error" in seen:
+        pytest.skip(seen["message"])
+    assert seen == {"interfaces": ["lo"], "isolated": True, "uid": NOBODY, "gid": NOBODY}
+
+
+def test_an_unprivileged_process_with_threads_is_told_to_enter_before_they_start():
+    seen = probe(as_nobody(), "threads")
+    if seen.get("error") != "NeedsSingleThread" and "limit" in seen.get("message", ""):
+        pytest.skip(seen["message"])
+    assert seen["error"] == "NeedsSingleThread", seen
+    assert "single-threaded" in seen["message"]
+
+
+@needs_host_network
+def test_the_host_network_is_not_isolated():
+    assert not netns.is_isolated()
+
+
+# --------------------------------------------------------------------------- launcher
+
+@pytest.mark.e2e
+@needs_host_network
+def test_a_local_run_trains_in_a_private_network_no_one_outside_can_reach(tmp_path,
+                                                                          run_cleanup):
+    logdir = tmp_path / "run"
+    run_cleanup(logdir)
+    started = run([str(SCRIPT), "--background", "--max-seconds", "120", "--logdir", str(logdir),
+                   *FAST])
+    assert started.returncode == 0, started.stderr
+
+    deadline = time.monotonic() + 120
+    while True:  # training goes on: both workers update the globals on the ps
+        progress = read_progress(logdir)
+        if len(progress) == 2 and all(p["global_step"] > 0 for p in progress.values()):
+            break
+        assert time.monotonic() < deadline, (logdir / "launcher.log").read_text()[-3000:]
+        time.sleep(0.5)
+
+    records = launch.read_pid_files(logdir)
+    assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
+    for record in records.values():
+        assert record.proc is not None, record
+        assert interfaces(record.pid) == ["lo"], record.name
+    assert interfaces("self") != ["lo"]
+    cmdline = records["worker_0"].proc.cmdline()
+    addresses = [address for flag in ("--ps-hosts", "--worker-hosts")
+                 for address in cmdline[cmdline.index(flag) + 1].split(",")]
+    assert len(addresses) == 3
+    for address in addresses:
+        host, port = address.rsplit(":", 1)
+        with pytest.raises(OSError):  # nothing listens there on the host network
+            socket.create_connection((host, int(port)), timeout=5).close()
+        # ...while inside the tasks' network the server is there.
+        inside = run(nsenter_command(records["ps_0"].pid, [
+            sys.executable, "-c", f"import socket; socket.create_connection(('{host}', {port}), "
+                                  "timeout=5).close()"]), timeout=30)
+        assert inside.returncode == 0, inside.stderr
+    assert "in a private network" in (logdir / "launcher.log").read_text()
+
+    stopped = run([str(SCRIPT), "stop", "--logdir", str(logdir)], timeout=90)
+    assert stopped.returncode == 0, stopped.stderr
+    for record in records.values():
+        assert not record.proc.is_running() or record.proc.status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_dry_run_says_the_tasks_would_run_in_a_private_network(tmp_path):
+    result = run([str(SCRIPT), "--dry-run", "--logdir", str(tmp_path / "run")])
+    assert result.returncode == 0, result.stderr
+    [note] = result.stderr.splitlines()
+    assert "would run in a private network" in note and "only loopback" in note
+    assert "--allow-remote" not in result.stdout
+
+
+def test_allow_remote_on_a_loopback_cluster_runs_on_the_host_network_with_the_warning(tmp_path):
+    result = run([str(SCRIPT), "--dry-run", "--allow-remote", "--logdir", str(tmp_path / "run")])
+    assert result.returncode == 0, result.stderr
+    [warning] = result.stderr.splitlines()
+    assert warning.startswith("launch_cluster: warning: the tasks run on the host network")
+    for words in ("every interface", "unauthenticated gRPC", "trusted network"):
+        assert words in warning
+    commands = result.stdout.splitlines()
+    assert len(commands) == 3 and all("--allow-remote" in line for line in commands)
+
+
+def test_a_port_taken_on_the_host_does_not_matter_to_a_private_network(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        taken = holder.getsockname()[1]
+        cluster_file = tmp_path / "cluster.json"
+        cluster_file.write_text(json.dumps({"ps": [f"127.0.0.1:{taken}"],
+                                            "worker": ["127.0.0.1:1"]}))
+        result = run([str(SCRIPT), "--dry-run", "--cluster", str(cluster_file),
+                      "--logdir", str(tmp_path / "run")])
+    assert result.returncode == 0, result.stderr
+    assert "private network" in result.stderr
+
+
+def _loopback_cluster(tmp_path: Path) -> str:
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"ps": ["127.0.0.1:2222"],
+                                "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]}))
+    return str(path)
+
+
+@pytest.mark.parametrize("how", ["--tasks", "TF_CONFIG"])
+def test_a_loopback_cluster_split_over_launchers_needs_allow_remote(tmp_path, how):
+    logdir = tmp_path / "run"
+    if how == "--tasks":
+        flags, env = ["--cluster", _loopback_cluster(tmp_path), "--tasks", "worker:0,ps:0"], {}
+    else:
+        flags, env = [], {"TF_CONFIG": json.dumps({
+            "cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]},
+            "task": {"type": "worker", "index": 0}})}
+    # Not a dry run: were the check missing, tasks would start.
+    result = run([str(SCRIPT), *flags, "--logdir", str(logdir)], **env)
+    line = one_error_line(result, "launch_cluster")
+    assert "tasks split over several launchers meet on the host network" in line
+    assert "--allow-remote" in line
+    assert not logdir.exists() and processes_mentioning(logdir) == []
+
+    allowed = run([str(SCRIPT), "--dry-run", "--allow-remote", *flags, "--logdir", str(logdir)],
+                  **env)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "host network" in allowed.stderr
+
+
+def in_user_namespace_without_namespaces() -> list[str]:
+    """A command prefix whose process may make no new namespace: the kernel refuses (ENOSPC)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs util-linux's unshare")
+    prefix = ["unshare", "--user", "--map-root-user", "sh", "-c",
+              "echo 0 > /proc/sys/user/max_net_namespaces && "
+              "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"", "sh"]
+    if subprocess.run([*prefix, "true"], capture_output=True, timeout=30).returncode != 0:
+        pytest.skip("cannot make a user namespace here to limit namespaces in")
+    return prefix
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_when_the_kernel_refuses_a_namespace_the_launcher_says_so_and_starts_nothing(
+        tmp_path, background):
+    logdir = tmp_path / "run"
+    flags = ["--background"] if background else []
+    result = run([*in_user_namespace_without_namespaces(), str(SCRIPT), *flags,
+                  "--logdir", str(logdir)])
+    line = one_error_line(result, "launch_cluster")
+    assert "cannot run the tasks in a private network: the kernel refused" in line
+    assert "--allow-remote runs them on the host network" in line
+    assert result.stdout == ""
+    assert not logdir.exists() and processes_mentioning(logdir) == []
+
+
+FAKE_WORKER = textwrap.dedent("""
+    # Tells what network, user namespace and uid it got, then exits like a worker that
+    # stopped / a ps that was stopped.
+    import argparse, json, os, signal, sys, time
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--job")
+    parser.add_argument("--task", type=int)
+    parser.add_argument("--logdir")
+    args, _ = parser.parse_known_args()
+    lines = open("/proc/self/net/dev").read().splitlines()[2:]
+    seen = {"interfaces": sorted(line.split(":")[0].strip() for line in lines),
+            "uid": os.getuid(), "user_ns": os.readlink("/proc/self/ns/user")}
+    with open(os.path.join(args.logdir, f"seen_{args.job}_{args.task}.json"), "w") as handle:
+        json.dump(seen, handle)
+    if args.job == "ps":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        while True:
+            time.sleep(0.05)
+""")
+
+
+def test_an_unprivileged_launcher_runs_its_tasks_in_a_private_network_as_the_user(tmp_path):
+    """The user-namespace way: the launcher has numpy's threads by the time it starts tasks,
+    so it re-executes itself (same pid) and enters before any thread starts. The tasks are
+    a fake worker module (as in test_launch.py), started by the launcher's own code."""
+    prefix = without_cap_sys_admin()
+    if "error" in probe(prefix):
+        pytest.skip("no user namespaces for a process without CAP_SYS_ADMIN here")
+    (tmp_path / "fake_worker.py").write_text(FAKE_WORKER)
+    logdir = tmp_path / "run"
+    code = ("import sys, a3c_graph.launch as launch; "
+            "launch.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
+    process = subprocess.Popen(
+        [*prefix, sys.executable, "-c", code, "--logdir", str(logdir), "--max-restarts=0"],
+        cwd=tmp_path, env=env_without_tf_config(PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)  # the launcher stops its tasks
+        stdout, stderr = process.communicate(timeout=30)
+        pytest.fail(f"the launcher did not finish\n{stdout}\n{stderr}")
+    assert process.returncode == 0, stderr
+    assert "in a private network" in stdout
+    # setpriv execs: the pid we started is the launcher's, before and after it re-executed.
+    assert (logdir / "pids" / "launcher.pid").read_text().strip() == str(process.pid)
+    for name in ("ps_0", "worker_0", "worker_1"):
+        seen = json.loads((logdir / f"seen_{name}.json").read_text())
+        assert seen["interfaces"] == ["lo"] and seen["uid"] == os.getuid(), name
+        assert seen["user_ns"] != os.readlink("/proc/self/ns/user"), name
+        assert (logdir / f"seen_{name}.json").stat().st_uid == os.getuid()
+
+
+# --------------------------------------------------------------------------- worker
+
+@needs_host_network
+def test_a_worker_started_by_hand_on_the_host_network_needs_allow_remote(tmp_path):
+    ports = [portpicker.pick_unused_port() for _ in range(2)]
+    hosts = ["--ps-hosts", f"127.0.0.1:{ports[0]}", "--worker-hosts", f"127.0.0.1:{ports[1]}"]
+    logdir = tmp_path / "run"
+    for job in ("ps", "worker"):
+        result = run([sys.executable, "-m", "a3c_graph.worker", "--job", job, "--task", "0",
+                      *hosts, "--logdir", str(logdir)], timeout=60)
+        line = one_error_line(result, "a3c_graph.worker")
+        assert "TF's server would listen on every interface" in line
+        assert "scripts/launch_cluster.sh" in line and "--allow-remote" in line
+    assert not logdir.exists()
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+def test_no_module_unpickles_anything():
+    """Checkpoints are read only through TF's checkpoint reader: no pickle, no
+    np.load(allow_pickle=True), which would run code a logdir's files name."""
+    unpicklers = {"pickle", "cPickle", "_pickle", "dill", "joblib", "shelve", "cloudpickle"}
+    found = []
+    for path in sorted((REPO / "a3c_graph").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                names = []
+            found += [f"{path.name}: import {n}" for n in names if n.split(".")[0] in unpicklers]
+            if isinstance(node, ast.Call):
+                for keyword in node.keywords:
+                    if keyword.arg == "allow_pickle" and not (
+                            isinstance(keyword.value, ast.Constant) and not keyword.value.value):
+                        found.append(f"{path.name}:{node.lineno}: allow_pickle")
+    assert found == []
