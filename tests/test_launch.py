@@ -232,6 +232,11 @@ BAD_INPUTS = {
     "zero connect-timeout": lambda tmp: ["--connect-timeout", "0"],
     "nan learning rate": lambda tmp: ["--learning-rate", "nan"],
     "zero checkpoint interval": lambda tmp: ["--checkpoint-secs", "0"],
+    "dry run in the background": lambda tmp: ["--dry-run", "--background"],
+    "cnn on vector observations": lambda tmp: ["--policy", "cnn"],
+    "workers disagree with the cluster file": lambda tmp: [
+        "--workers", "3", "--cluster", _write(tmp / "c.json", '{"ps": ["127.0.0.1:2222"], '
+                                                              '"worker": ["127.0.0.1:2223"]}')],
 }
 
 
