@@ -85,6 +85,9 @@ PID_CLOCK_SLACK_SECS = 2.0
 # again. The default number of restarts in a row before the run gives up is --max-restarts.
 RESTART_BACKOFF_SECS = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 HEALTHY_SECS = 60.0
+# A training worker whose progress file is older than this (or 10 x --progress-secs) is
+# reported as stalled.
+STALL_SECS = 30.0
 DEFAULT_MAX_RESTARTS = 5
 
 EXIT_USAGE = 2
@@ -686,6 +689,7 @@ class Supervisor:
         # When the first worker began to train: a restarted worker's own progress file
         # only knows when *it* began.
         self.first_training: float | None = None
+        self._stalled: set[int] = set()  # workers already warned about
 
     # ---- start
 
@@ -747,7 +751,9 @@ class Supervisor:
             if time.monotonic() >= next_line:
                 next_line += PROGRESS_LINE_SECS
                 self._remember_descendants()
-                totals = run_totals(read_progress(self.plan.logdir))
+                progress = read_progress(self.plan.logdir)
+                self._warn_about_stalls(progress)
+                totals = run_totals(progress)
                 if totals is not None and totals.training_started:
                     self.first_training = min(self.first_training or math.inf,
                                               totals.training_started)
@@ -799,6 +805,22 @@ class Supervisor:
         task.crashes_in_a_row = crashes
         self.pending.append((time.monotonic() + delay, task))
         return None
+
+    def _warn_about_stalls(self, progress: Mapping[int, dict]) -> None:
+        """One warning per stall of a training worker that stopped reporting (e.g. a network
+        cut: its step waits on the ps until --connect-timeout turns it into a restart)."""
+        limit = max(STALL_SECS, 10 * self.plan.config.progress_secs)
+        for task, data in progress.items():
+            stalled = (data.get("state") == "running" and time.time() - data["time"] > limit
+                       and any(t.plan.job == "worker" and t.plan.index == task
+                               and t.returncode is None for t in self.tasks))
+            if stalled and task not in self._stalled:
+                print(f"{PROG}: warning: worker task {task} has not reported for "
+                      f"{time.time() - data['time']:.0f} s (cannot reach the ps?)",
+                      file=sys.stderr, flush=True)
+                self._stalled.add(task)
+            elif not stalled:
+                self._stalled.discard(task)
 
     def _restart_due(self) -> None:
         """Start again the tasks whose back-off is over, with the budget they have left."""

@@ -345,10 +345,10 @@ FAKE_WORKER = textwrap.dedent('''
     open(os.path.join(args.logdir, f"ready_{args.job}_{args.task}_{os.getpid()}"), "w").close()
 
 
-    def progress(state, stop_reason):
+    def progress(state, stop_reason, age=0.0):
         path = os.path.join(args.logdir, "progress", f"worker_{args.task}.json")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        data = dict(task=args.task, time=time.time(), state=state, global_step=40,
+        data = dict(task=args.task, time=time.time() - age, state=state, global_step=40,
                     env_steps=12800, episodes=150, mean_return_100=199.5, local_env_steps=6400,
                     local_steps_per_sec=900.0, target_return=195.0, stop_reason=stop_reason)
         with open(path + ".tmp", "w") as handle:
@@ -369,6 +369,8 @@ FAKE_WORKER = textwrap.dedent('''
             print("a3c_graph.worker: error: ps task 0 at 127.0.0.1:1 did not answer",
                   file=sys.stderr)
             sys.exit(3)
+        if mode == "stall":
+            progress("running", None, age=100.0)  # its last report, long ago
         first = os.path.join(args.logdir, "lost_ps_once")
         if mode == "lost_ps" and not os.path.exists(first):
             open(first, "w").close()
@@ -514,6 +516,17 @@ def test_a_worker_that_lost_the_ps_is_restarted_without_counting_as_a_crash(fake
 def _restarted_and_ready(logdir: Path) -> bool:
     """worker 1's second process has its signal handlers in place."""
     return len(list(logdir.glob("ready_worker_1_*"))) == 2
+
+
+def test_a_worker_that_stopped_reporting_is_named(fake_launcher):
+    process, logdir = fake_launcher("stall")
+    wait_for_tasks(process, logdir, 3)
+    time.sleep(launch.PROGRESS_LINE_SECS + 2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    warnings = [line for line in stderr.splitlines() if "has not reported" in line]
+    assert len(warnings) == 1, stderr
+    assert warnings[0].startswith("launch_cluster: warning: worker task 1 has not reported for ")
 
 
 def test_a_worker_that_gave_up_ends_the_run_with_its_reason(fake_launcher):
