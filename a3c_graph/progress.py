@@ -130,8 +130,11 @@ class Totals:
 def run_totals(progress: Mapping[int, dict]) -> Totals | None:
     if not progress:
         return None
-    # Global counters are read by each worker at its own moment: trust the newest reading.
-    newest = max(progress.values(), key=lambda p: (p.get("time") or 0, p.get("env_steps") or 0))
+    # Global counters are read by each worker at its own moment: trust the newest reading,
+    # from a worker that has read them (a restarted one reports zeros while it starts).
+    readings = [p for p in progress.values() if p.get("state") != "starting"] or \
+        list(progress.values())
+    newest = max(readings, key=lambda p: (p.get("time") or 0, p.get("env_steps") or 0))
     reasons = {p.get("stop_reason") for p in progress.values()}
     stop_reason = next((r for r in STOP_REASON_PRIORITY if r in reasons), None)
     running = [p for p in progress.values() if p.get("state") != "done"]
