@@ -175,26 +175,36 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         queue.add_actors(rollouts)
 
         rollout = queue.dequeue()
-        loss, parts = learner_loss(local_network, rollout, config)
-        gradients = tf.gradients(loss, local_network.variables)
-        clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
-        # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the
-        # globals: such an update is applied with zero gradients and a zero learning rate, so
-        # the weights stay as they are (Adam's moments decay as for a zero gradient). The
-        # worker counts these and stops if they persist.
-        update_is_finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm),
-                                          name="update_is_finite")
-        clipped = [tf.where(update_is_finite, g, tf.zeros_like(g)) for g in clipped]
+        if config.learn:
+            loss, parts = learner_loss(local_network, rollout, config)
+            gradients = tf.gradients(loss, local_network.variables)
+            clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
+            # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach
+            # the globals: such an update is applied with zero gradients and a zero learning
+            # rate, so the weights stay as they are (Adam's moments decay as for a zero
+            # gradient). The worker counts these and stops if they persist.
+            update_is_finite = tf.logical_and(tf.math.is_finite(loss),
+                                              tf.math.is_finite(grad_norm),
+                                              name="update_is_finite")
+            clipped = [tf.where(update_is_finite, g, tf.zeros_like(g)) for g in clipped]
+        else:
+            # Acting only: the rollout is counted and dropped, nothing is computed from it.
+            loss = grad_norm = tf.constant(0.0)
+            parts = {key: tf.constant(0.0) for key in ("policy_loss", "value_loss", "entropy")}
+            update_is_finite = tf.constant(True)
 
         done = tf.logical_or(rollout["terminated"], rollout["truncated"])
         finished_returns = tf.boolean_mask(rollout["episode_returns"], done)
         finished_lengths = tf.boolean_mask(rollout["episode_lengths"], done)
 
     with tf1.device(ps_setter):
-        learning_rate = config.learning_rate * tf.cast(update_is_finite, tf.float32)
-        optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
-        apply_op = optimizer.apply_gradients(zip(clipped, global_network.variables),
-                                             global_step=global_step)
+        if config.learn:
+            learning_rate = config.learning_rate * tf.cast(update_is_finite, tf.float32)
+            optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
+            apply_op = optimizer.apply_gradients(zip(clipped, global_network.variables),
+                                                 global_step=global_step)
+        else:
+            apply_op = global_step.assign_add(1)
         with tf.control_dependencies([apply_op]):
             record_op = stats.record(spec.task, finished_returns, tf.size(rollout["rewards"]))
         with tf.control_dependencies([record_op]):

@@ -72,6 +72,9 @@ class A3CConfig:
                              "connected layers after the cnn's convolutions.", parse=int)
     lstm_size: int = _f(64, "Units of the LSTM of --policy lstm.")
     normalize_advantages: bool = _f(True, "Normalize advantages per rollout batch.")
+    learn: bool = _f(True, "Learn from the rollouts; false only acts: the learner counts each "
+                     "rollout and drops it (the acting ceiling benchmarks.run --ceiling "
+                     "measures).")
 
     # Budget and stopping.
     max_steps: int = _f(2_000_000, "Stop after this many env steps across all workers.")

@@ -2,7 +2,7 @@
 
     python -m benchmarks.run --env CartPole-v1 --workers 2 --seeds 3 --max-seconds 300 \\
         [--variants graph,tf2_mp,tf2_ray] [--scaling 1,2,4] [--scaling-seconds 60] \\
-        [--out DIR] [any A3C flag, e.g. --rollout-length 16]
+        [--ceiling] [--ceiling-seconds 30] [--out DIR] [any A3C flag, e.g. --rollout-length 16]
 
 Variants (each started as its own subprocess, in its own session):
   graph    scripts/launch_cluster.sh start: the ps/worker cluster, the code path a user's
@@ -12,8 +12,11 @@ Variants (each started as its own subprocess, in its own session):
 
 Runs are interleaved seed by seed (seed 0: graph, tf2_mp, tf2_ray; seed 1: ...), so a
 change in the machine's load hits every variant alike. A run lasts until it is solved or
-its --max-seconds are spent. With --scaling, each variant then runs once per worker count
-with the shorter --scaling-seconds budget. Every run gets the same A3C flags.
+its --max-seconds are spent. With --ceiling, each seed also gets a run of the graph variant
+with --learn false (the same processes stepping the envs and running the policy, nothing
+learned) for --ceiling-seconds: the acting ceiling that training throughput is measured
+against. With --scaling, each variant then runs once per worker count with the shorter
+--scaling-seconds budget. Every run gets the same A3C flags.
 
 Measured per run, from the progress files every variant writes (a3c_graph.worker's format)
 and from the process tree, sampled every SAMPLE_SECS:
@@ -103,7 +106,7 @@ class RunSpec:
     seed: int
     workers: int
     max_seconds: float
-    phase: str  # "main" (the seeds) or "scaling"
+    phase: str  # "main" (the seeds), "ceiling" (graph, acting only) or "scaling"
 
     @property
     def name(self) -> str:
@@ -111,11 +114,15 @@ class RunSpec:
 
 
 def plan_runs(variants: Sequence[str], seeds: int, base_seed: int, workers: int,
-              max_seconds: float, scaling: Sequence[int], scaling_seconds: float
-              ) -> list[RunSpec]:
-    """Main runs interleaved seed by seed, then one scaling run per worker count."""
-    runs = [RunSpec(v, base_seed + s, workers, max_seconds, "main")
-            for s in range(seeds) for v in variants]
+              max_seconds: float, scaling: Sequence[int], scaling_seconds: float,
+              ceiling_seconds: float | None = None) -> list[RunSpec]:
+    """Main runs interleaved seed by seed (with the seed's ceiling run last when
+    ceiling_seconds is given), then one scaling run per worker count."""
+    runs = []
+    for s in range(seeds):
+        runs += [RunSpec(v, base_seed + s, workers, max_seconds, "main") for v in variants]
+        if ceiling_seconds is not None:
+            runs.append(RunSpec("graph", base_seed + s, workers, ceiling_seconds, "ceiling"))
     runs += [RunSpec(v, base_seed, n, scaling_seconds, "scaling")
              for n in scaling for v in variants]
     return runs
@@ -123,7 +130,8 @@ def plan_runs(variants: Sequence[str], seeds: int, base_seed: int, workers: int,
 
 def variant_command(spec: RunSpec, config: A3CConfig, logdir: Path) -> list[str]:
     """The command of one run: the variant's own entry point with the shared A3C flags."""
-    config = dataclasses.replace(config, seed=spec.seed, max_seconds=spec.max_seconds)
+    config = dataclasses.replace(config, seed=spec.seed, max_seconds=spec.max_seconds,
+                                 learn=config.learn and spec.phase != "ceiling")
     common = ["--workers", str(spec.workers), "--logdir", str(logdir), *config_to_argv(config)]
     if spec.variant == "graph":
         return [str(REPO / "scripts" / "launch_cluster.sh"), "start", *common]
@@ -345,6 +353,34 @@ def summarize(records: Sequence[dict], variants: Sequence[str]) -> dict[str, dic
     return summary
 
 
+def ceiling_summary(records: Sequence[dict]) -> dict[str, Any] | None:
+    """The graph variant's acting ceiling (median steps/s of the ceiling runs) and the share
+    of it the graph variant's training runs reach; None without ceiling runs."""
+    ceiling = _median([r["steps_per_sec"] for r in records if r["phase"] == "ceiling"])
+    if not any(r["phase"] == "ceiling" for r in records):
+        return None
+    training = _median([r["steps_per_sec"] for r in records
+                        if r["phase"] == "main" and r["variant"] == "graph"])
+    share = None if not (ceiling and training) else round(training / ceiling, 3)
+    return {"runs": sum(r["phase"] == "ceiling" for r in records), "steps_per_sec": ceiling,
+            "training_steps_per_sec": training, "training_share": share}
+
+
+def ratios(summary: dict[str, dict]) -> dict[str, dict[str, float | None]]:
+    """The graph variant against each other variant: its steps/s over theirs, and its time
+    to solve over theirs (medians)."""
+    graph = summary.get("graph")
+    if graph is None:
+        return {}
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return None if not (a and b) else round(a / b, 2)
+
+    return {variant: {"steps_per_sec": ratio(graph["steps_per_sec"], s["steps_per_sec"]),
+                      "time_to_solve": ratio(graph["time_to_solve_s"], s["time_to_solve_s"])}
+            for variant, s in summary.items() if variant != "graph"}
+
+
 def scaling_table(records: Sequence[dict]) -> dict[str, dict[int, float | None]]:
     """steps/s per variant and worker count, from the scaling runs."""
     table: dict[str, dict[int, float | None]] = {}
@@ -407,7 +443,10 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
     """results.json and results.md (rewritten after every run); returns the markdown."""
     summary = summarize(records, variants)
     scaling = scaling_table(records)
+    ceiling = ceiling_summary(records)
+    versus = ratios(summary)
     data = {"settings": settings, "machine": machine, "medians": summary,
+            "graph_versus": versus, "ceiling": ceiling,
             "scaling": {v: {str(n): s for n, s in row.items()} for v, row in scaling.items()},
             "records": list(records)}
     runtime.write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
@@ -419,6 +458,18 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
             "frames per agent step for ALE ids, 1 elsewhere) exclude start-up; time to solve "
             "includes it. Peak memory sums the RSS "
             "of each variant's whole process tree.", ""]
+    if versus:
+        text += ["| graph vs | steps/s (x) | time to solve (x) |", "|---|---:|---:|"]
+        text += [f"| {variant} | {_fmt(r['steps_per_sec'], '', 2)} "
+                 f"| {_fmt(r['time_to_solve'], '', 2)} |" for variant, r in versus.items()]
+        text += [""]
+    if ceiling:
+        share = ceiling["training_share"]
+        text += [f"Acting ceiling (graph, --learn false, {settings['workers']} worker(s), "
+                 f"{ceiling['runs']} run(s) of {settings['ceiling_seconds']:g} s): "
+                 f"{_fmt(ceiling['steps_per_sec'])} steps/s; training runs reach "
+                 f"{_fmt(ceiling['training_steps_per_sec'])} steps/s, "
+                 f"{_fmt(None if share is None else 100 * share, ' %')} of it.", ""]
     if scaling:
         text += [f"## steps/s vs workers ({settings['scaling_seconds']:g} s budget or until "
                  "solved)", "", scaling_markdown(scaling), ""]
@@ -440,6 +491,7 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
 
     written = []
     main = [r for r in records if r["phase"] == "main"]
+    ceiling = ceiling_summary(records)
     # One time axis for all panels: how much sooner one variant solves is the point.
     fig, axes = plt.subplots(1, len(variants), figsize=(5 * len(variants), 4), squeeze=False,
                              sharex=True, sharey=True)
@@ -466,6 +518,10 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
                  and r["steps_per_sec"] is not None]
         ax.bar(i, statistics.median(rates) if rates else 0.0, color=f"C{i}", alpha=0.6)
         ax.scatter([i] * len(rates), rates, color="black", s=12, zorder=3)
+    if ceiling and ceiling["steps_per_sec"]:
+        ax.axhline(ceiling["steps_per_sec"], color="gray", linestyle="--", linewidth=1,
+                   label="graph acting ceiling (--learn false)")
+        ax.legend(loc="lower right", fontsize="small")
     ax.set_xticks(range(len(variants)), variants)
     ax.set_ylabel("env steps/s after start-up (bar: median, dots: seeds)")
     written.append(_save(fig, out / "steps_per_sec.png"))
@@ -520,6 +576,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Also run each variant once per worker count, e.g. 1,2,4.")
     group.add_argument("--scaling-seconds", type=float, default=60.0,
                        help="Budget of each scaling run (default: 60).")
+    group.add_argument("--ceiling", action="store_true",
+                       help="Also measure the acting ceiling: per seed, one run of the graph "
+                            "variant with --learn false.")
+    group.add_argument("--ceiling-seconds", type=float, default=30.0,
+                       help="Budget of each ceiling run (default: 30).")
     group.add_argument("--out", default=None,
                        help="Results directory (default: benchmarks/results/<YYYYmmdd-HHMMSS>).")
     add_config_arguments(parser)  # --env, --seed, --max-seconds and every A3C flag
@@ -536,8 +597,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, A3CConfi
     for flag in ("workers", "seeds"):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
-    if not args.scaling_seconds > 0:
-        raise UsageError(f"--scaling-seconds must be positive, got {args.scaling_seconds}")
+    for flag in ("scaling_seconds", "ceiling_seconds"):
+        if not getattr(args, flag) > 0:
+            raise UsageError(f"--{flag.replace('_', '-')} must be positive, got "
+                             f"{getattr(args, flag)}")
+    if args.ceiling and "graph" not in variants:
+        raise UsageError("--ceiling measures the graph variant: --variants must include graph")
     try:
         config = config_from_args(args)
         resolve_target_return(config)  # an unknown env fails here, not in every run
@@ -560,10 +625,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = {"env": config.env, "workers": args.workers, "seeds": args.seeds,
                 "max_seconds": config.max_seconds, "variants": variants,
                 "scaling": args.scaling, "scaling_seconds": args.scaling_seconds,
+                "ceiling_seconds": args.ceiling_seconds if args.ceiling else None,
                 "target_return": target, "a3c_flags": config_to_argv(config)}
     machine = machine_info()
     runs = plan_runs(variants, args.seeds, config.seed, args.workers, config.max_seconds,
-                     args.scaling, args.scaling_seconds)
+                     args.scaling, args.scaling_seconds,
+                     args.ceiling_seconds if args.ceiling else None)
     records: list[dict] = []
     interrupted = False
     try:

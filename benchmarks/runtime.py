@@ -90,7 +90,11 @@ def parse_variant_args(prog: str, description: str,
 def check_tf2_network(config: A3CConfig) -> None:
     """ValueError unless config's network is one the TF2 variants implement: the MLP
     (vector observations) or the CNN (images, e.g. Atari); the LSTM is graph-only.
-    Also the ValueError of --policy cnn on vector observations, as the graph worker's."""
+    Also the ValueError of --policy cnn on vector observations, as the graph worker's,
+    and of --learn false (acting only), which only the graph variant has."""
+    if not config.learn:
+        raise ValueError("--learn false (acting only) is graph-only; run it with the graph "
+                         "variant")
     obs_shape = env_info(config.env, **env_options(config)).obs_shape
     _torso, recurrent = resolve_policy(config.policy, obs_shape)
     if recurrent:

@@ -56,6 +56,24 @@ def test_runs_are_interleaved_seed_by_seed_then_scaling():
         ("scaling", "graph", 5, 4, 60), ("scaling", "tf2_mp", 5, 4, 60)]
 
 
+def test_ceiling_runs_follow_each_seed_and_only_they_act_without_learning(tmp_path):
+    runs = bench_run.plan_runs(["graph", "tf2_mp"], seeds=2, base_seed=5, workers=2,
+                               max_seconds=300, scaling=[], scaling_seconds=60,
+                               ceiling_seconds=30)
+    assert [(r.phase, r.variant, r.seed, r.max_seconds) for r in runs] == [
+        ("main", "graph", 5, 300), ("main", "tf2_mp", 5, 300), ("ceiling", "graph", 5, 30),
+        ("main", "graph", 6, 300), ("main", "tf2_mp", 6, 300), ("ceiling", "graph", 6, 30)]
+    commands = [bench_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:3]]
+    assert ["--learn=False" in c for c in commands] == [False, False, True]
+
+
+def test_ceiling_needs_the_graph_variant_and_tf2_variants_refuse_acting_only():
+    with pytest.raises(bench_run.UsageError, match="--ceiling measures the graph variant"):
+        bench_run.parse_args(["--ceiling", "--variants", "tf2_mp"])
+    with pytest.raises(ValueError, match="graph-only"):
+        runtime.check_tf2_network(A3CConfig(learn=False))
+
+
 def test_steps_per_sec_starts_at_the_first_counted_step():
     # Start-up (no env steps yet) is left out: 3000 steps in the 2 s after the first count.
     progress = [totals(100.0, 0), totals(110.0, 1000), totals(111.0, 2500), totals(112.0, 4000)]
@@ -109,6 +127,28 @@ def test_results_table_medians_and_plots(tmp_path):
     assert "| graph | 900 | 2,500 |" in markdown  # scaling: 1 and 4 workers
     plots = bench_run.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png", "scaling.png"]
+
+
+def test_results_give_the_graph_variants_ratios_and_its_share_of_the_acting_ceiling(tmp_path):
+    records = [fake_record("graph", "main", 0, 2, 3000.0, 20.0),
+               fake_record("tf2_mp", "main", 0, 2, 1000.0, 80.0),
+               fake_record("tf2_ray", "main", 0, 2, 1500.0, None),
+               fake_record("graph", "ceiling", 0, 2, 4000.0, None),
+               fake_record("graph", "ceiling", 1, 2, 6000.0, None)]
+    settings = {"env": "CartPole-v1", "workers": 2, "seeds": 1, "max_seconds": 300.0,
+                "scaling_seconds": 60.0, "ceiling_seconds": 30.0}
+    variants = ["graph", "tf2_mp", "tf2_ray"]
+    markdown = bench_run.write_results(tmp_path, settings, bench_run.machine_info(), records,
+                                       variants)
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["graph_versus"] == {"tf2_mp": {"steps_per_sec": 3.0, "time_to_solve": 0.25},
+                                    "tf2_ray": {"steps_per_sec": 2.0, "time_to_solve": None}}
+    assert data["ceiling"] == {"runs": 2, "steps_per_sec": 5000.0,
+                               "training_steps_per_sec": 3000.0, "training_share": 0.6}
+    assert data["medians"]["graph"]["runs"] == 1  # ceiling runs are not training runs
+    assert "| tf2_mp | 3.00 | 0.25 |" in markdown
+    assert "5,000 steps/s; training runs reach 3,000 steps/s, 60 % of it" in markdown
+    assert bench_run.plot_results(tmp_path, records, variants, 475.0)
 
 
 def test_records_carry_frames_per_sec_from_the_envs_frame_skip(tmp_path):

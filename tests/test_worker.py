@@ -73,6 +73,25 @@ def test_two_workers_train_the_same_global_network(local_cluster, tmp_path):
     assert sum(p["local_env_steps"] for p in resumed) < 2000 + 1000
 
 
+def test_an_acting_only_worker_steps_the_envs_and_learns_nothing(local_cluster, tmp_path):
+    # --learn false is the acting ceiling the benchmarks measure: rollouts are counted,
+    # no optimizer exists (no Adam slots are saved) and the policy stays the random one.
+    cluster = local_cluster(workers=1)
+    logdir = tmp_path / "run"
+    cluster.start("ps", 0)
+    worker = cluster.start("worker", 0, "--logdir", str(logdir), "--max-steps", "3000",
+                           "--learn", "false", *FAST)
+    wait_all([worker], timeout=180)
+    assert worker.returncode == 0, open(worker.log_path).read()[-3000:]
+    progress = read_progress(logdir, 0)
+    assert progress["stop_reason"] == "max_steps" and progress["env_steps"] >= 3000
+    assert progress["global_step"] == progress["env_steps"] // (T * B)
+    saved = [name for name, _ in tf.train.list_variables(str(logdir))]
+    assert any(name.startswith("global/") for name in saved)
+    assert not [name for name in saved if "Adam" in name]
+    assert json.loads((logdir / "config.json").read_text())["learn"] is False
+
+
 def test_globals_live_on_the_ps_and_the_local_copy_on_its_worker():
     spec = TaskSpec(cluster={"ps": ["127.0.0.1:1", "127.0.0.1:2"],
                              "worker": ["127.0.0.1:3", "127.0.0.1:4"]}, job="worker", task=1)
