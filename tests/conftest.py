@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,6 +54,23 @@ def stop_process_tree(process: subprocess.Popen, timeout: float = 10.0) -> None:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         pass
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie waiting to be reaped does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def checkpoint_step(logdir: Path) -> int:
+    """Global step of the newest checkpoint the chief wrote (0 if none yet)."""
+    try:
+        text = (logdir / "checkpoint").read_text()
+    except FileNotFoundError:
+        return 0
+    return int(re.search(r'model_checkpoint_path: ".*-(\d+)"', text).group(1))
 
 
 def nsenter_command(pid: int, argv: Sequence[str]) -> list[str]:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import alive, checkpoint_step
 
 from a3c_graph import launch
 from a3c_graph.progress import read_progress
@@ -315,19 +316,6 @@ def launchers(lab, tmp_path):
     started.stop_all()
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def checkpoint_step(logdir: Path) -> int:
-    try:
-        text = (logdir / "checkpoint").read_text()
-    except FileNotFoundError:
-        return 0
-    return int(re.search(r'model_checkpoint_path: ".*-(\d+)"', text).group(1))
 
 
 # --------------------------------------------------------------------------- the test

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import alive, checkpoint_step
 
 from a3c_graph import launch
 from a3c_graph.progress import read_progress
@@ -67,20 +67,6 @@ def pid_of(logdir: Path, name: str) -> int:
     return int((logdir / "pids" / f"{name}.pid").read_text())
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def checkpoint_step(logdir: Path) -> int:
-    """Global step of the newest checkpoint the chief wrote (0 if none yet)."""
-    try:
-        text = (logdir / "checkpoint").read_text()
-    except FileNotFoundError:
-        return 0
-    return int(re.search(r'model_checkpoint_path: ".*-(\d+)"', text).group(1))
 
 
 class Watch:
