@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from a3c_graph import losses
+from a3c_graph import losses, transfer
 from a3c_graph.cluster import TaskSpec
 from a3c_graph.config import A3CConfig
 from a3c_graph.envs import EnvBatch, EnvInfo
@@ -50,8 +50,18 @@ class EpisodeStats:
                                             tf.float64, init=-1.0)
             self.recent_written = counter("recent_written", [num_workers], tf.int64)
 
+    @property
+    def device(self) -> str:
+        """The ps task's device the counters live on; record() and counters() run there, so
+        only their inputs and one vector of results cross to the worker."""
+        return self.env_steps.device
+
     def record(self, task: int, episode_returns, num_env_steps):
         """Op that adds a rollout's finished episodes ([K] returns, oldest first) and steps."""
+        with tf.device(self.device):
+            return self._record(task, episode_returns, num_env_steps)
+
+    def _record(self, task: int, episode_returns, num_env_steps):
         returns = episode_returns[-RECENT_EPISODES:]
         count = tf.size(returns, out_type=tf.int64)
         start = self.recent_written[task]
@@ -66,6 +76,17 @@ class EpisodeStats:
             self.episodes.assign_add(tf.size(episode_returns, out_type=tf.int64)),
             self.env_steps.assign_add(tf.cast(num_env_steps, tf.int64)),
         )
+
+    def counters(self, global_step):
+        """float64 [5], read on the ps: global step, env steps, episodes, the number of
+        recent episodes known (up to 100) and their mean return (NaN if none). One tensor,
+        so a training step fetches them all in one message (float64 holds these counts
+        exactly)."""
+        with tf.device(self.device):
+            count, mean = self.recent()
+            values = [global_step.read_value(), self.env_steps.read_value(),
+                      self.episodes.read_value(), count, mean]
+            return tf.stack([tf.cast(v, tf.float64) for v in values], name="counters")
 
     def recent(self):
         """(number of recent episodes known, up to 100; their mean return, NaN if none)."""
@@ -187,6 +208,8 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
                                               tf.math.is_finite(grad_norm),
                                               name="update_is_finite")
             clipped = [tf.where(update_is_finite, g, tf.zeros_like(g)) for g in clipped]
+            # On the ps, in one message per ps task.
+            clipped = transfer.pushed(clipped, global_network.variables)
         else:
             # Acting only: the rollout is counted and dropped, nothing is computed from it.
             loss = grad_norm = tf.constant(0.0)
@@ -208,14 +231,16 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         with tf.control_dependencies([apply_op]):
             record_op = stats.record(spec.task, finished_returns, tf.size(rollout["rewards"]))
         with tf.control_dependencies([record_op]):
-            recent_count, recent_mean = stats.recent()
-            train_fetches = {
-                "global_step": global_step.read_value(),
-                "env_steps": stats.env_steps.read_value(),
-                "episodes": stats.episodes.read_value(),
-                "recent_count": recent_count,
-                "mean_return_100": recent_mean,
-            }
+            counters = stats.counters(global_step)
+    with tf1.device(worker_device):
+        counters = tf.identity(counters)  # the one message; then sliced on the worker
+        train_fetches = {
+            "global_step": tf.cast(counters[0], tf.int64),
+            "env_steps": tf.cast(counters[1], tf.int64),
+            "episodes": tf.cast(counters[2], tf.int64),
+            "recent_count": tf.cast(counters[3], tf.int32),
+            "mean_return_100": tf.cast(counters[4], tf.float32),
+        }
     with tf1.device(worker_device):
         # Built last so it covers the optimizer's slots too. Not sharded: the chief fetches
         # every variable and writes one checkpoint, so no ps needs the chief's filesystem.

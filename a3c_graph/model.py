@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from a3c_graph import transfer
 from a3c_graph.config import resolve_policy
 
 tf1 = tf.compat.v1
@@ -335,7 +336,8 @@ def build_network(obs_shape, num_actions, config, scope: str, local: bool = Fals
 
 
 def sync_op(target_network, source_network):
-    """An op that copies every variable of source_network into target_network."""
-    return tf.group(*[t.assign(s) for t, s in zip(target_network.variables,
-                                                   source_network.variables)],
+    """An op that copies every variable of source_network into target_network: one packed
+    message per task source_network lives on (transfer.pulled)."""
+    values = transfer.pulled(source_network.variables)
+    return tf.group(*[t.assign(v) for t, v in zip(target_network.variables, values)],
                     name="sync_local_from_global")

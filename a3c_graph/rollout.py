@@ -3,9 +3,14 @@
 Each actor is one enqueue op whose graph is a tf.while_loop of T steps: policy inference
 on the worker's local network, then the env step through tf.numpy_function. One
 session.run of that op produces a complete rollout, so Python is entered once per env
-step (for the env itself) and TF once per rollout. A tf.compat.v1.train.QueueRunner runs
-one thread per actor; the Coordinator that owns those threads stops them, and the queue
-is closed with pending enqueues cancelled so no thread hangs on a full queue at shutdown.
+step (for the env itself) and TF once per rollout. The loop carries only the step count
+and the observations: each step's transition is written into numpy buffers by the env
+step itself (RolloutRecorder), and one more numpy_function hands the filled buffers to the
+graph after the loop. (Carrying eight TensorArrays through the loop instead cost more
+than the policy's forward pass: about 100 us per step of 8 CartPole envs, see
+benchmarks/PERFORMANCE.md.) A tf.compat.v1.train.QueueRunner runs one thread per actor;
+the Coordinator that owns those threads stops them, and the queue is closed with pending
+enqueues cancelled so no thread hangs on a full queue at shutdown.
 
 Rollout tensors are time-major, T refers to the rollout length, B to the envs per actor:
   obs [T, B, *obs_shape]       s_t, the observation acted on
@@ -32,7 +37,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from a3c_graph.envs import EnvBatch
+from a3c_graph.envs import EnvBatch, Transition
 from a3c_graph.model import reset_state
 
 tf1 = tf.compat.v1
@@ -58,6 +63,42 @@ def rollout_signature(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
     return dtypes, shapes
 
 
+class RolloutRecorder:
+    """The T steps of one EnvBatch, written into numpy buffers [T, B, ...] as they happen.
+
+    step(t, actions) steps the envs and writes row t of every rollout_keys() field but
+    initial_state; collect() returns copies of the buffers in ROLLOUT_KEYS order. The graph's
+    rollout loop calls step once per env step and collect once per rollout, each through a
+    numpy_function; the TF2 benchmark variants call them from their Python loop.
+    """
+
+    def __init__(self, env_batch: EnvBatch, T: int):
+        info = env_batch.info
+        self.envs = env_batch
+        self.T = T
+        dtypes, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T,
+                                           env_batch.num_envs)
+        self.dtypes = dtypes
+        self.buffers = [np.zeros(shape, dtype.as_numpy_dtype)
+                        for dtype, shape in zip(dtypes, shapes)]
+
+    def step(self, t, actions) -> Transition:
+        obs, actions_, rewards, terminated, truncated, next_obs, returns, lengths = self.buffers
+        obs[t] = self.envs.observe()
+        step = self.envs.step(actions)
+        actions_[t] = actions
+        rewards[t] = step.reward
+        terminated[t] = step.terminated
+        truncated[t] = step.truncated
+        next_obs[t] = step.final_obs
+        returns[t] = step.episode_return
+        lengths[t] = step.episode_length
+        return step
+
+    def collect(self) -> list[np.ndarray]:
+        return [buffer.copy() for buffer in self.buffers]
+
+
 def build_rollout(env_batch: EnvBatch, policy: Callable, T: int, start_after=None,
                   state_shape: Sequence[int] | None = None) -> dict:
     """Tensors of one T-step rollout of `env_batch`, produced entirely in the graph.
@@ -71,66 +112,61 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int, start_after=Non
     """
     info = env_batch.info
     B = env_batch.num_envs
-    dtypes, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T, B)
-    step_dtypes = [dtypes[0], tf.float32, tf.bool, tf.bool, dtypes[0], tf.float32, tf.int32]
+    recorder = RolloutRecorder(env_batch, T)
+    obs_dtype = recorder.dtypes[0]
 
-    def env_step(actions):
-        return tuple(env_batch.step(actions))
+    def env_step(t, actions):
+        return recorder.step(t, actions).next_obs
+
+    def env_step_and_done(t, actions):
+        step = recorder.step(t, actions)
+        return step.next_obs, np.logical_or(step.terminated, step.truncated)
 
     with tf.control_dependencies(start_after or []):
-        first_obs = tf.numpy_function(env_batch.observe, [], dtypes[0], stateful=True,
+        first_obs = tf.numpy_function(env_batch.observe, [], obs_dtype, stateful=True,
                                       name="observe")
     first_obs.set_shape([B, *info.obs_shape])
-    if state_shape is not None:
-        return _build_recurrent_rollout(env_step, step_dtypes, first_obs, policy, T, B,
-                                        info.obs_shape, dtypes, shapes, state_shape)
+    recurrent = state_shape is not None
+    if recurrent:
+        with tf1.variable_scope(None, default_name="actor"):
+            carried = tf1.get_variable("carried_state", [B, *state_shape], tf.float32,
+                                       initializer=tf1.zeros_initializer(), trainable=False,
+                                       collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        with tf.control_dependencies([first_obs]):
+            initial_state = tf.identity(carried.read_value(), name="initial_state")
 
-    def body(t, obs, arrays):
-        actions = policy(obs)
-        next_obs, reward, terminated, truncated, final_obs, ep_return, ep_length = \
-            tf.numpy_function(env_step, [actions], step_dtypes, stateful=True, name="env_step")
+    def body(t, obs, *state):
+        if not recurrent:
+            actions = policy(obs)
+            next_obs = tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True,
+                                         name="env_step")
+            next_obs.set_shape([B, *info.obs_shape])
+            return t + 1, next_obs
+        actions, after = policy(obs, state[0])
+        next_obs, done = tf.numpy_function(env_step_and_done, [t, actions],
+                                           [obs_dtype, tf.bool], stateful=True,
+                                           name="env_step")
         next_obs.set_shape([B, *info.obs_shape])
-        step = (obs, actions, reward, terminated, truncated, final_obs, ep_return, ep_length)
-        arrays = tuple(array.write(t, value) for array, value in zip(arrays, step))
-        return t + 1, next_obs, arrays
-
-    arrays = tuple(tf.TensorArray(dtype, size=T, element_shape=shape[1:])
-                   for dtype, shape in zip(dtypes, shapes))
-    _, _, arrays = tf1.while_loop(lambda t, *_: t < T, body, (tf.constant(0), first_obs, arrays),
-                                  back_prop=False, parallel_iterations=1, name="rollout")
-    return {key: array.stack() for key, array in zip(ROLLOUT_KEYS, arrays)}
-
-
-def _build_recurrent_rollout(env_step, step_dtypes, first_obs, policy, T, B, obs_shape,
-                             dtypes, shapes, state_shape) -> dict:
-    """build_rollout for a recurrent policy: the same loop, carrying the policy's state."""
-    with tf1.variable_scope(None, default_name="actor"):
-        carried = tf1.get_variable("carried_state", [B, *state_shape], tf.float32,
-                                   initializer=tf1.zeros_initializer(), trainable=False,
-                                   collections=[tf1.GraphKeys.LOCAL_VARIABLES])
-    with tf.control_dependencies([first_obs]):
-        initial_state = tf.identity(carried.read_value(), name="initial_state")
-
-    def body(t, obs, state, arrays):
-        actions, after = policy(obs, state)
-        next_obs, reward, terminated, truncated, final_obs, ep_return, ep_length = \
-            tf.numpy_function(env_step, [actions], step_dtypes, stateful=True, name="env_step")
-        next_obs.set_shape([B, *obs_shape])
-        terminated.set_shape([B])
-        truncated.set_shape([B])
+        done.set_shape([B])
         # A new episode starts from the zero state, as in the A3C paper.
-        state = reset_state(after, tf.logical_or(terminated, truncated))
-        step = (obs, actions, reward, terminated, truncated, final_obs, ep_return, ep_length)
-        arrays = tuple(array.write(t, value) for array, value in zip(arrays, step))
-        return t + 1, next_obs, state, arrays
+        return t + 1, next_obs, reset_state(after, done)
 
-    arrays = tuple(tf.TensorArray(dtype, size=T, element_shape=shape[1:])
-                   for dtype, shape in zip(dtypes, shapes))
-    _, _, last_state, arrays = tf1.while_loop(
-        lambda t, *_: t < T, body, (tf.constant(0), first_obs, initial_state, arrays),
-        back_prop=False, parallel_iterations=1, name="rollout")
-    with tf.control_dependencies([carried.assign(last_state)]):
-        rollout = {key: tf.identity(array.stack()) for key, array in zip(ROLLOUT_KEYS, arrays)}
+    loop_vars = (tf.constant(0), first_obs) + ((initial_state,) if recurrent else ())
+    final = tf1.while_loop(lambda t, *_: t < T, body, loop_vars, back_prop=False,
+                           parallel_iterations=1, name="rollout")
+    # The last observation depends on every env step (the step count alone would let the
+    # executor prune the steps away).
+    after_loop = [final[1]]
+    if recurrent:
+        after_loop.append(carried.assign(final[2]))
+    with tf.control_dependencies(after_loop):
+        buffers = tf.numpy_function(recorder.collect, [], recorder.dtypes, stateful=True,
+                                    name="collect_rollout")
+    _, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T, B)
+    for buffer, shape in zip(buffers, shapes):
+        buffer.set_shape(shape)
+    rollout = dict(zip(ROLLOUT_KEYS, buffers))
+    if recurrent:
         rollout["initial_state"] = tf.identity(initial_state)
     return rollout
 

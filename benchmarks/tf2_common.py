@@ -8,7 +8,8 @@
     and for the clipped gradients of one rollout. The loss is a3c_graph.agent.learner_loss
     itself, so GAE, normalization, the A3C loss and clipping are the graph variant's code.
   * collect_rollout: the TF2 idiom, a Python loop over a3c_graph.envs.EnvBatch calling the
-    policy tf.function once per env step (the graph variant runs that loop in-graph).
+    policy tf.function once per env step (the graph variant runs that loop in-graph); both
+    write the transitions with a3c_graph.rollout.RolloutRecorder.
   * RolloutLearner (a worker's half) and ParameterHolder (the network everyone trains, with
     the shared Adam the graph variant's ps runs).
 
@@ -31,7 +32,7 @@ from a3c_graph import model as graph_model
 from a3c_graph.agent import learner_loss
 from a3c_graph.config import A3CConfig, resolve_policy
 from a3c_graph.envs import EnvBatch, EnvInfo, env_info, env_options
-from a3c_graph.rollout import ROLLOUT_KEYS, rollout_signature, sample_actions
+from a3c_graph.rollout import ROLLOUT_KEYS, RolloutRecorder, rollout_signature, sample_actions
 
 tf1 = tf.compat.v1
 
@@ -169,29 +170,16 @@ def make_gradient_step(model: TF2Network, config: A3CConfig, info: EnvInfo):
     return gradient_step
 
 
-def collect_rollout(envs: EnvBatch, policy_step, T: int) -> dict[str, np.ndarray]:
-    """T steps of the B envs, one policy tf.function call per step; arrays [T, B, ...].
+def collect_rollout(recorder: RolloutRecorder, policy_step) -> dict[str, np.ndarray]:
+    """T steps of the recorder's B envs, one policy tf.function call per step; arrays
+    [T, B, ...], written by a3c_graph.rollout.RolloutRecorder as in the graph variant.
 
     Keys and meanings are a3c_graph.rollout's: next_obs is the true s_{t+1} (the final
     observation where an episode ended), which truncated episodes bootstrap from.
     """
-    info, B = envs.info, envs.num_envs
-    dtypes, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T, B)
-    rollout = {key: np.zeros(shape, dtype.as_numpy_dtype)
-               for key, dtype, shape in zip(ROLLOUT_KEYS, dtypes, shapes)}
-    for t in range(T):
-        obs = envs.observe()
-        actions = policy_step(obs).numpy()
-        step = envs.step(actions)
-        rollout["obs"][t] = obs
-        rollout["actions"][t] = actions
-        rollout["rewards"][t] = step.reward
-        rollout["terminated"][t] = step.terminated
-        rollout["truncated"][t] = step.truncated
-        rollout["next_obs"][t] = step.final_obs
-        rollout["episode_returns"][t] = step.episode_return
-        rollout["episode_lengths"][t] = step.episode_length
-    return rollout
+    for t in range(recorder.T):
+        recorder.step(t, policy_step(recorder.envs.observe()).numpy())
+    return dict(zip(ROLLOUT_KEYS, recorder.collect()))
 
 
 @dataclass
@@ -215,6 +203,7 @@ class RolloutLearner:
         self.device = device
         self.envs = EnvBatch(config.env, config.envs_per_worker, seed=seed,
                              **env_options(config))
+        self.recorder = RolloutRecorder(self.envs, config.rollout_length)
         with tf.device(device):
             self.model = build_model(self.envs.info, config)
             self.policy_step = make_policy_step(self.model, self.envs.info, self.envs.num_envs)
@@ -225,7 +214,7 @@ class RolloutLearner:
 
     def run_rollout(self) -> RolloutResult:
         with tf.device(self.device):
-            rollout = collect_rollout(self.envs, self.policy_step, self.config.rollout_length)
+            rollout = collect_rollout(self.recorder, self.policy_step)
             gradients, parts = self.gradient_step({key: rollout[key] for key in LEARNER_KEYS})
         done = np.logical_or(rollout["terminated"], rollout["truncated"])
         # Time-major boolean mask: episodes come out in the order they ended, as in the graph.
