@@ -6,8 +6,12 @@ Placement (universe-starter-agent's layout):
   * on this worker: a local copy of the network, the rollout queue, the actor threads'
     in-graph rollouts and the learner's forward and backward pass.
 
-Each rollout starts by syncing the local copy from the globals; the learner computes
-gradients on the local copy (the parameters that acted) and applies them to the globals.
+The learner computes gradients on the local copy (the parameters that acted), applies them
+to the globals and, in the same step, copies the globals back into the local copy: the
+actors act on parameters at most one update of this worker old, and the ps serves one
+session step per rollout, not two (an actor that synced before each rollout cost the ps a
+step of its own). The local copy is first synced by the local init op, before any actor
+starts.
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ class WorkerGraph:
     global_network: object
     saver: tf1.train.Saver
     queue_size: tf.Tensor
+    local_init_op: tf.Operation  # initializes the local variables, then syncs the local copy
 
 
 def learner_loss(network, rollout: dict, config: A3CConfig):
@@ -188,9 +193,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         queue = RolloutQueue(info.obs_shape, info.obs_dtype, config.rollout_length,
                              config.envs_per_worker, config.queue_capacity, state_shape)
         rollouts = [
-            build_rollout(batch, policy, config.rollout_length,
-                          start_after=[sync_op(local_network, global_network)],
-                          state_shape=state_shape)
+            build_rollout(batch, policy, config.rollout_length, state_shape=state_shape)
             for batch in env_batches
         ]
         queue.add_actors(rollouts)
@@ -230,7 +233,10 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
             apply_op = global_step.assign_add(1)
         with tf.control_dependencies([apply_op]):
             record_op = stats.record(spec.task, finished_returns, tf.size(rollout["rewards"]))
-        with tf.control_dependencies([record_op]):
+    with tf1.device(worker_device), tf.control_dependencies([apply_op]):
+        refresh_local = sync_op(local_network, global_network)
+    with tf1.device(ps_setter):
+        with tf.control_dependencies([record_op, refresh_local]):
             counters = stats.counters(global_step)
     with tf1.device(worker_device):
         counters = tf.identity(counters)  # the one message; then sliced on the worker
@@ -245,6 +251,8 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         # Built last so it covers the optimizer's slots too. Not sharded: the chief fetches
         # every variable and writes one checkpoint, so no ps needs the chief's filesystem.
         saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
+        with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
+            local_init_op = sync_op(local_network, global_network)
     train_fetches.update({
         "loss": loss,
         "grad_norm": grad_norm,
@@ -256,4 +264,5 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         **parts,
     })
     return WorkerGraph(global_step=global_step, train_fetches=train_fetches,
-                       global_network=global_network, saver=saver, queue_size=queue.size)
+                       global_network=global_network, saver=saver, queue_size=queue.size,
+                       local_init_op=local_init_op)

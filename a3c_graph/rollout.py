@@ -99,14 +99,12 @@ class RolloutRecorder:
         return [buffer.copy() for buffer in self.buffers]
 
 
-def build_rollout(env_batch: EnvBatch, policy: Callable, T: int, start_after=None,
+def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
                   state_shape: Sequence[int] | None = None) -> dict:
     """Tensors of one T-step rollout of `env_batch`, produced entirely in the graph.
 
     policy: observations [B, *obs_shape] -> actions [B] int32 (sampled); with state_shape,
       (observations, state [B, *state_shape]) -> (actions, the state after the step).
-    start_after: ops that must run before the first observation is read (the sync of
-      the local network from the globals, so a rollout acts with fresh parameters).
     state_shape: a recurrent policy's state per env; the state is carried from rollout to
       rollout in a local variable of this actor (see the module docstring).
     """
@@ -122,9 +120,8 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int, start_after=Non
         step = recorder.step(t, actions)
         return step.next_obs, np.logical_or(step.terminated, step.truncated)
 
-    with tf.control_dependencies(start_after or []):
-        first_obs = tf.numpy_function(env_batch.observe, [], obs_dtype, stateful=True,
-                                      name="observe")
+    first_obs = tf.numpy_function(env_batch.observe, [], obs_dtype, stateful=True,
+                                  name="observe")
     first_obs.set_shape([B, *info.obs_shape])
     recurrent = state_shape is not None
     if recurrent:

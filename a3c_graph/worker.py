@@ -358,7 +358,8 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
                                         **env_options(config)))
         worker_graph = build_worker_graph(config, spec, info, env_batches,
                                           worker_device=device.device)
-        scaffold = tf1.train.Scaffold(saver=worker_graph.saver)
+        scaffold = tf1.train.Scaffold(saver=worker_graph.saver,
+                                      local_init_op=worker_graph.local_init_op)
         hooks = []
         if spec.is_chief:
             try:

@@ -271,3 +271,31 @@ def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
         env={**env, "PYTHONPATH": str(REPO)})
     assert played.returncode == 0, played.stderr[-2000:]
     assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
+
+
+def test_packed_transfers_give_every_variable_its_own_values_and_shape():
+    # Variables spread over two devices (standing in for two ps tasks) in interleaved order,
+    # as replica_device_setter places them: each comes back whole and in place.
+    from a3c_graph import transfer
+
+    shapes = [[3, 2], [2], [4, 1, 2], [], [5]]
+    rng = np.random.default_rng(0)
+    values = [rng.normal(size=shape).astype(np.float32) for shape in shapes]
+    with tf.Graph().as_default():
+        variables = []
+        for i, value in enumerate(values):
+            with tf1.device(f"/device:CPU:{i % 2}"):
+                variables.append(tf1.get_variable(f"v{i}", initializer=value))
+        pulled = transfer.pulled(variables)
+        incoming = [tf.constant(-value) for value in values]
+        pushed = transfer.pushed(incoming, variables)
+        assert [p.device for p in pushed] == [v.device for v in variables]
+        assert len({p.op.inputs[0].op.name for p in pulled}) == 2  # one message per device
+        config = tf1.ConfigProto(device_count={"CPU": 2})
+        with tf1.Session(config=config) as session:
+            session.run(tf1.global_variables_initializer())
+            got_pulled, got_pushed = session.run([pulled, pushed])
+    for value, got in zip(values, got_pulled):
+        np.testing.assert_array_equal(got, value)
+    for value, got in zip(values, got_pushed):
+        np.testing.assert_array_equal(got, -value)
