@@ -1,0 +1,144 @@
+"""Where an acting step goes: microseconds per step of B envs, one process, one thread.
+
+    python -m benchmarks.step_cost [--env CartPole-v1] [--envs 8 32] [--rollouts 150]
+
+For each B, times T-step rollouts (T = the cartpole preset's 32) of:
+  env only          EnvBatch.step in a Python loop (Gymnasium's SyncVectorEnv), random actions
+  numpy_function    the graph loop with the env step through tf.numpy_function, no policy
+  policy only       the graph loop with the MLP policy and sampling, no env
+  graph rollout     a3c_graph.rollout.build_rollout: the real actor op (policy, env step,
+                    RolloutRecorder), one session.run per rollout
+  tf2 rollout       benchmarks.tf2_common.collect_rollout: the TF2 variants' Python loop,
+                    one policy tf.function call per step, the same RolloutRecorder
+No cluster and no learning: the acting path alone, so the per-step overheads can be read
+off against the env's own cost. Prints a markdown table; benchmarks/PERFORMANCE.md quotes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+T = 32
+
+
+def _per_step(run, rollouts: int) -> float:
+    run()  # warm-up: traces, first session.run
+    start = time.perf_counter()
+    for _ in range(rollouts):
+        run()
+    return (time.perf_counter() - start) / (rollouts * T) * 1e6
+
+
+def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
+    import tensorflow as tf
+
+    from a3c_graph.config import A3CConfig
+    from a3c_graph.envs import EnvBatch
+    from a3c_graph.model import build_network
+    from a3c_graph.rollout import RolloutRecorder, build_rollout, sample_actions
+    from benchmarks import tf2_common
+
+    tf1 = tf.compat.v1
+    config = A3CConfig(env=env_id, envs_per_worker=B, rollout_length=T)
+    batch = EnvBatch(env_id, B, seed=0)
+    info = batch.info
+    rng = np.random.default_rng(0)
+    costs = {}
+
+    actions = rng.integers(0, info.num_actions, size=(T, B)).astype(np.int32)
+
+    def env_only():
+        for t in range(T):
+            batch.step(actions[t])
+
+    costs["env only"] = _per_step(env_only, rollouts)
+
+    # The TF2 variants' loop runs eagerly (as in their processes); the graph parts then
+    # run with eager execution off, as in a3c_graph.worker.
+    model = tf2_common.build_model(info, config)
+    policy_step = tf2_common.make_policy_step(model, info, B)
+    recorder = RolloutRecorder(batch, T)
+    tf2_cost = _per_step(lambda: tf2_common.collect_rollout(recorder, policy_step), rollouts)
+    tf1.disable_eager_execution()
+
+    def in_graph(build) -> float:
+        with tf.Graph().as_default():
+            network = build_network(info.obs_shape, info.num_actions, config, "local",
+                                    local=True)
+            op = build(network)
+            session_config = tf1.ConfigProto(intra_op_parallelism_threads=1,
+                                             inter_op_parallelism_threads=2)
+            with tf1.Session(config=session_config) as session:
+                session.run([tf1.global_variables_initializer(),
+                             tf1.local_variables_initializer()])
+                return _per_step(lambda: session.run(op), rollouts)
+
+    def loop(body, first):
+        return tf1.while_loop(lambda t, _: t < T, body, (tf.constant(0), first),
+                              parallel_iterations=1, back_prop=False)[1]
+
+    def numpy_function_only(network):
+        def body(t, obs):
+            step = tf.numpy_function(lambda a: batch.step(a).next_obs,
+                                     [tf.zeros([B], tf.int32)], obs.dtype, stateful=True)
+            step.set_shape(obs.shape)
+            return t + 1, step
+        return loop(body, tf.zeros([B, *info.obs_shape], info.obs_dtype))
+
+    def policy_only(network):
+        def body(t, obs):
+            actions = sample_actions(network(obs)[0])
+            return t + 1, obs + tf.cast(actions[:, None], obs.dtype) * 0
+        return loop(body, tf.zeros([B, *info.obs_shape], info.obs_dtype))
+
+    def graph_rollout(network):
+        return build_rollout(batch, lambda obs: sample_actions(network(obs)[0]), T)
+
+    costs["numpy_function"] = in_graph(numpy_function_only)
+    costs["policy only"] = in_graph(policy_only)
+    costs["graph rollout"] = in_graph(graph_rollout)
+    costs["tf2 rollout"] = tf2_cost
+
+    batch.close()
+    return costs
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.step_cost",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--envs", type=int, nargs="+", default=[8, 32],
+                        help="Values of B (envs per actor) to measure (default: 8 32).")
+    parser.add_argument("--rollouts", type=int, default=150,
+                        help="Timed rollouts per measurement (default: 150).")
+    parser.add_argument("--json", action="store_true",
+                        help="Measure the one B given and print its costs as JSON.")
+    args = parser.parse_args(argv)
+    if args.json:
+        print(json.dumps(measure(args.env, args.envs[0], args.rollouts)))
+        return 0
+    # One process per B: eager execution (the TF2 loop) can only be turned off once.
+    rows = {}
+    for B in args.envs:
+        child = subprocess.run([sys.executable, "-m", "benchmarks.step_cost", "--json",
+                                "--env", args.env, "--envs", str(B),
+                                "--rollouts", str(args.rollouts)],
+                               capture_output=True, text=True, check=True)
+        rows[B] = json.loads(child.stdout.strip().splitlines()[-1])
+    names = list(next(iter(rows.values())))
+    print(f"us per step of B envs ({args.env}, T = {T}, one process)\n")
+    print("| B | " + " | ".join(names) + " |")
+    print("|---:|" + "---:|" * len(names))
+    for B, costs in rows.items():
+        print(f"| {B} | " + " | ".join(f"{costs[name]:.0f}" for name in names) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
