@@ -88,16 +88,18 @@ def test_pong_picks_the_atari_preset_and_the_cnn():
 def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tmp_path):
     logdir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    # A few rollouts: each worker's rollout is 20 steps of 4 envs (the atari preset).
+    # A few dozen rollouts: each worker's rollout is 20 steps of 4 envs (the atari preset).
+    # Enough for a few seconds of training (about 450 steps/s here), so the run outlasts the
+    # launcher's first progress line at 0:05 however quickly it starts.
     result = subprocess.run(
         [str(REPO / "scripts" / "launch_cluster.sh"), "--env", PONG, "--workers", "2",
-         "--max-steps", "400", "--max-seconds", "90", "--logdir", str(logdir)],
+         "--max-steps", "2400", "--max-seconds", "90", "--logdir", str(logdir)],
         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary == json.loads((logdir / "summary.json").read_text())
     assert summary["env"] == PONG and summary["workers"] == 2
-    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 400, summary
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 2400, summary
     assert summary["target_return"] == 18.0
     assert summary["env_steps_per_sec"] > 0
     assert any(line.startswith("[") and "steps/s" in line for line in result.stdout.splitlines())
