@@ -810,10 +810,13 @@ class Supervisor:
         """One warning per stall of a training worker that stopped reporting (e.g. a network
         cut: its step waits on the ps until --connect-timeout turns it into a restart)."""
         limit = max(STALL_SECS, 10 * self.plan.config.progress_secs)
+        live = {t.plan.index: t.popen.pid for t in self.tasks
+                if t.plan.job == "worker" and t.returncode is None}
         for task, data in progress.items():
+            # A file written by an earlier process of a restarted task is not a stall: the
+            # new process is still starting (TF import can take a minute on a busy machine).
             stalled = (data.get("state") == "running" and time.time() - data["time"] > limit
-                       and any(t.plan.job == "worker" and t.plan.index == task
-                               and t.returncode is None for t in self.tasks))
+                       and task in live and data.get("pid", live[task]) == live[task])
             if stalled and task not in self._stalled:
                 print(f"{PROG}: warning: worker task {task} has not reported for "
                       f"{time.time() - data['time']:.0f} s (cannot reach the ps?)",

@@ -345,10 +345,11 @@ FAKE_WORKER = textwrap.dedent('''
     open(os.path.join(args.logdir, f"ready_{args.job}_{args.task}_{os.getpid()}"), "w").close()
 
 
-    def progress(state, stop_reason, age=0.0):
+    def progress(state, stop_reason, age=0.0, pid=None):
         path = os.path.join(args.logdir, "progress", f"worker_{args.task}.json")
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        data = dict(task=args.task, time=time.time() - age, state=state, global_step=40,
+        data = dict(task=args.task, pid=pid or os.getpid(), time=time.time() - age,
+                    state=state, global_step=40,
                     env_steps=12800, episodes=150, mean_return_100=199.5, local_env_steps=6400,
                     local_steps_per_sec=900.0, target_return=195.0, stop_reason=stop_reason)
         with open(path + ".tmp", "w") as handle:
@@ -371,6 +372,10 @@ FAKE_WORKER = textwrap.dedent('''
             sys.exit(3)
         if mode == "stall":
             progress("running", None, age=100.0)  # its last report, long ago
+        if mode == "stale":
+            # The last report of an earlier process of this task (another pid): this one
+            # is still starting and has not written its own yet.
+            progress("running", None, age=100.0, pid=os.getppid())
         first = os.path.join(args.logdir, "lost_ps_once")
         if mode == "lost_ps" and not os.path.exists(first):
             open(first, "w").close()
@@ -527,6 +532,16 @@ def test_a_worker_that_stopped_reporting_is_named(fake_launcher):
     warnings = [line for line in stderr.splitlines() if "has not reported" in line]
     assert len(warnings) == 1, stderr
     assert warnings[0].startswith("launch_cluster: warning: worker task 1 has not reported for ")
+
+
+def test_a_restarted_worker_still_starting_is_not_taken_for_a_stall(fake_launcher):
+    process, logdir = fake_launcher("stale")
+    wait_for_tasks(process, logdir, 3)
+    time.sleep(launch.PROGRESS_LINE_SECS + 2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "has not reported" not in stderr
 
 
 def test_a_worker_that_gave_up_ends_the_run_with_its_reason(fake_launcher):
