@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import math
 import os
+import re
 import signal
 import socket
 import sys
@@ -268,6 +270,41 @@ class _ChiefSessionCreator:
         return self.restoring.create_session()
 
 
+def _gist(error: BaseException) -> str:
+    """The line of a TF error that says what happened. A distributed graph-mode error reads
+    "Graph execution error:", then a status line ("UNAVAILABLE: From /job:ps/...:") and the
+    runtime's message ("Socket closed"): those two, joined; else the first line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if re.match(r"[A-Z][A-Z_]+: ", line):
+            return " ".join(lines[i:i + 2])
+    return lines[0] if lines else type(error).__name__
+
+
+class _SessionErrors(logging.Handler):
+    """Keeps the error that broke the session. MonitoredSession logs it (at INFO, through the
+    "tensorflow" logger) before it asks for a new session, which _FirstSessionOnly refuses;
+    LostPs then names it. The logger's own handlers keep showing WARNING and up only."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.last: BaseException | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.args and isinstance(record.args[-1], BaseException):
+            self.last = record.args[-1]
+
+    @classmethod
+    def install(cls) -> _SessionErrors:
+        logger = logging.getLogger("tensorflow")
+        for handler in logger.handlers:
+            handler.setLevel(max(handler.level, logger.getEffectiveLevel()))
+        handler = cls()
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        return handler
+
+
 class _FirstSessionOnly:
     """Wraps a session creator for MonitoredSession: waits for the ps before the first
     session, and refuses to make a second one.
@@ -280,10 +317,14 @@ class _FirstSessionOnly:
     def __init__(self, creator, spec, timeout: float):
         self.creator, self.spec, self.timeout = creator, spec, timeout
         self.established = False
+        self.errors = _SessionErrors.install()
 
     def create_session(self):
         if self.established:
-            raise LostPs("the session to the ps broke (a ps stopped or restarted)")
+            cause = self.errors.last
+            raise LostPs("the session to the ps broke" + (
+                f": {type(cause).__name__}: {_gist(cause)}" if cause is not None
+                else " (a ps stopped or restarted)"))
         wait_for_ps(self.spec, self.timeout)
         session = self.creator.create_session()
         self.established = True
@@ -478,8 +519,8 @@ def main(argv=None) -> int:
         return _fail(EXIT_GAVE_UP, error)
     except (LostPs, tf.errors.UnavailableError, tf.errors.AbortedError,
             tf.errors.DeadlineExceededError) as error:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        print(f"{PROG}: {spec.job} {spec.task} lost the ps ({first}); exiting to be restarted",
+        print(f"{PROG}: {spec.job} {spec.task} lost the ps ({_gist(error)}); exiting to be "
+              "restarted",
               file=sys.stderr, flush=True)
         # Actor threads may still be blocked in a call to the dead ps: do not wait for them.
         os._exit(EXIT_LOST_PS)
