@@ -233,13 +233,13 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
             apply_op = global_step.assign_add(1)
         with tf.control_dependencies([apply_op]):
             record_op = stats.record(spec.task, finished_returns, tf.size(rollout["rewards"]))
-    with tf1.device(worker_device), tf.control_dependencies([apply_op]):
-        refresh_local = sync_op(local_network, global_network)
-    with tf1.device(ps_setter):
-        with tf.control_dependencies([record_op, refresh_local]):
-            counters = stats.counters(global_step)
     with tf1.device(worker_device):
-        counters = tf.identity(counters)  # the one message; then sliced on the worker
+        with tf.control_dependencies([apply_op]):
+            refresh_local = sync_op(local_network, global_network)
+        with tf.control_dependencies([record_op, refresh_local]):
+            # Read on the ps (stats.counters places itself there), then the one message
+            # arrives here and is sliced.
+            counters = tf.identity(stats.counters(global_step))
         train_fetches = {
             "global_step": tf.cast(counters[0], tf.int64),
             "env_steps": tf.cast(counters[1], tf.int64),
@@ -247,7 +247,6 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
             "recent_count": tf.cast(counters[3], tf.int32),
             "mean_return_100": tf.cast(counters[4], tf.float32),
         }
-    with tf1.device(worker_device):
         # Built last so it covers the optimizer's slots too. Not sharded: the chief fetches
         # every variable and writes one checkpoint, so no ps needs the chief's filesystem.
         saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)

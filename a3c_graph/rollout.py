@@ -159,9 +159,8 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
     with tf.control_dependencies(after_loop):
         buffers = tf.numpy_function(recorder.collect, [], recorder.dtypes, stateful=True,
                                     name="collect_rollout")
-    _, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T, B)
-    for buffer, shape in zip(buffers, shapes):
-        buffer.set_shape(shape)
+    for buffer, array in zip(buffers, recorder.buffers):
+        buffer.set_shape(array.shape)
     rollout = dict(zip(ROLLOUT_KEYS, buffers))
     if recurrent:
         rollout["initial_state"] = tf.identity(initial_state)

@@ -356,13 +356,14 @@ def summarize(records: Sequence[dict], variants: Sequence[str]) -> dict[str, dic
 def ceiling_summary(records: Sequence[dict]) -> dict[str, Any] | None:
     """The graph variant's acting ceiling (median steps/s of the ceiling runs) and the share
     of it the graph variant's training runs reach; None without ceiling runs."""
-    ceiling = _median([r["steps_per_sec"] for r in records if r["phase"] == "ceiling"])
-    if not any(r["phase"] == "ceiling" for r in records):
+    ceiling_runs = [r for r in records if r["phase"] == "ceiling"]
+    if not ceiling_runs:
         return None
+    ceiling = _median([r["steps_per_sec"] for r in ceiling_runs])
     training = _median([r["steps_per_sec"] for r in records
                         if r["phase"] == "main" and r["variant"] == "graph"])
     share = None if not (ceiling and training) else round(training / ceiling, 3)
-    return {"runs": sum(r["phase"] == "ceiling" for r in records), "steps_per_sec": ceiling,
+    return {"runs": len(ceiling_runs), "steps_per_sec": ceiling,
             "training_steps_per_sec": training, "training_share": share}
 
 
@@ -622,15 +623,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out or REPO / "benchmarks" / "results" / time.strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
     target = resolve_target_return(config)
+    ceiling_seconds = args.ceiling_seconds if args.ceiling else None
     settings = {"env": config.env, "workers": args.workers, "seeds": args.seeds,
                 "max_seconds": config.max_seconds, "variants": variants,
                 "scaling": args.scaling, "scaling_seconds": args.scaling_seconds,
-                "ceiling_seconds": args.ceiling_seconds if args.ceiling else None,
+                "ceiling_seconds": ceiling_seconds,
                 "target_return": target, "a3c_flags": config_to_argv(config)}
     machine = machine_info()
     runs = plan_runs(variants, args.seeds, config.seed, args.workers, config.max_seconds,
-                     args.scaling, args.scaling_seconds,
-                     args.ceiling_seconds if args.ceiling else None)
+                     args.scaling, args.scaling_seconds, ceiling_seconds)
     records: list[dict] = []
     interrupted = False
     try:
