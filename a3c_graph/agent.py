@@ -211,35 +211,70 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
                                               tf.math.is_finite(grad_norm),
                                               name="update_is_finite")
             clipped = [tf.where(update_is_finite, g, tf.zeros_like(g)) for g in clipped]
-            # On the ps, in one message per ps task.
-            clipped = transfer.pushed(clipped, global_network.variables)
         else:
             # Acting only: the rollout is counted and dropped, nothing is computed from it.
             loss = grad_norm = tf.constant(0.0)
             parts = {key: tf.constant(0.0) for key in ("policy_loss", "value_loss", "entropy")}
             update_is_finite = tf.constant(True)
+            clipped = []
 
         done = tf.logical_or(rollout["terminated"], rollout["truncated"])
         finished_returns = tf.boolean_mask(rollout["episode_returns"], done)
         finished_lengths = tf.boolean_mask(rollout["episode_lengths"], done)
 
-    with tf1.device(ps_setter):
+    # One message from this worker to each ps task and one back (transfer.moved): to each,
+    # the gradients of its variables; to the ps of the statistics also whether to apply them
+    # and the finished episodes. Back come the updated variables, to refresh the local copy
+    # with, and from the statistics' ps the counters.
+    variables = global_network.variables
+    groups = transfer.devices_of(variables) if config.learn else {}
+    groups.setdefault(stats.device, [])
+    arrived = {}
+    for device, indices in groups.items():
+        outgoing = [clipped[i] for i in indices]
+        if device == stats.device:
+            outgoing += [update_is_finite, finished_returns]
+        arrived[device] = transfer.moved(outgoing, source=worker_device, destination=device)
+
+    with tf1.device(stats.device):
+        # The optimizer's hyperparameters and the global step's increment live here too, so
+        # a single ps task needs nothing else from the worker.
         if config.learn:
-            learning_rate = config.learning_rate * tf.cast(update_is_finite, tf.float32)
+            is_finite = arrived[stats.device][len(groups[stats.device])]
+            learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
             optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
-            apply_op = optimizer.apply_gradients(zip(clipped, global_network.variables),
+            gradients_here = [None] * len(variables)
+            for device, indices in groups.items():
+                for i, gradient in zip(indices, arrived[device]):
+                    gradients_here[i] = gradient
+            apply_op = optimizer.apply_gradients(zip(gradients_here, variables),
                                                  global_step=global_step)
         else:
             apply_op = global_step.assign_add(1)
         with tf.control_dependencies([apply_op]):
-            record_op = stats.record(spec.task, finished_returns, tf.size(rollout["rewards"]))
+            record_op = stats.record(spec.task, arrived[stats.device][-1],
+                                     rollout["rewards"].shape.num_elements())
+
+    returned = {}
+    for device, indices in groups.items():
+        with tf1.device(device), tf.control_dependencies(
+                [record_op if device == stats.device else apply_op]):
+            outgoing = [variables[i].read_value() for i in indices]
+            if device == stats.device:
+                outgoing.append(stats.counters(global_step))
+        returned[device] = transfer.moved(outgoing, source=device, destination=worker_device)
+
     with tf1.device(worker_device):
-        with tf.control_dependencies([apply_op]):
-            refresh_local = sync_op(local_network, global_network)
-        with tf.control_dependencies([record_op, refresh_local]):
-            # Read on the ps (stats.counters places itself there), then the one message
-            # arrives here and is sliced.
-            counters = tf.identity(stats.counters(global_step))
+        updated = [None] * len(variables)
+        for device, indices in groups.items():
+            for i, value in zip(indices, returned[device]):
+                updated[i] = value
+        # Acting only leaves the local copy as the local init op synced it.
+        refresh_local = tf.group(*[local.assign(value) for local, value
+                                   in zip(local_network.variables, updated) if config.learn],
+                                 name="refresh_local")
+        with tf.control_dependencies([refresh_local]):
+            counters = tf.identity(returned[stats.device][-1])
         train_fetches = {
             "global_step": tf.cast(counters[0], tf.int64),
             "env_steps": tf.cast(counters[1], tf.int64),

@@ -20,6 +20,8 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from a3c_graph import tf_env
+
 PROG = "a3c_graph.evaluate"
 
 
@@ -212,7 +214,7 @@ def main(argv=None) -> int:
             if args.env:
                 config = config.__class__(**{**config.__dict__, "env": args.env})
             configs.append(config)
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TF is first imported
+        tf_env.before_tf_import()
         from a3c_graph.devices import shared_session_config
         from a3c_graph.envs import EnvError
 

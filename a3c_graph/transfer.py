@@ -1,25 +1,30 @@
-"""Whole networks across tasks in one message per ps task, not one per variable.
+"""Tensors across tasks in one message, not one per tensor.
 
 TF's distributed runtime moves every tensor that crosses from one task to another as a
-RecvTensor RPC of its own. A3C crosses with a whole network twice per rollout: the sync
-reads every global variable from the ps, and the update sends one gradient per variable
-back. pulled() and pushed() pack those into one flat tensor per ps task (concatenated on
-the sending side, split on the receiving side), so a rollout costs the ps a couple of RPCs
-instead of two per variable. benchmarks/PERFORMANCE.md has what this saved.
+RecvTensor RPC of its own, and a control dependency that crosses tasks costs one as well.
+A learner's step crosses twice: the gradients (and the rollout's finished episodes) go to
+the ps, the updated globals (and the cluster's counters) come back. moved() packs a list of
+tensors into one flat float32 tensor on the sending task and unpacks it on the receiving
+one, so each of those crossings is one RPC per ps task (benchmarks/PERFORMANCE.md has what
+that saved). pulled() is moved() for the values of variables spread over ps tasks.
 
-The variables of one call share a dtype (float32 networks); the pieces come back in the
-order of `variables`, with their shapes.
+Any dtype of 4 or 8 bytes travels bit for bit (bitcast to float32 and back); bool travels
+as 0.0/1.0. Every tensor needs a static shape except the last, which may be a 1-D tensor of
+any length (a rollout's finished episodes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 
 import tensorflow as tf
 
+CARRIER = tf.float32
 
-def _by_device(variables: Sequence) -> dict[str, list[int]]:
+
+def devices_of(variables: Sequence) -> dict[str, list[int]]:
     """Indices of `variables`, grouped by the device each lives on (in first-seen order)."""
     groups: dict[str, list[int]] = {}
     for i, variable in enumerate(variables):
@@ -27,37 +32,64 @@ def _by_device(variables: Sequence) -> dict[str, list[int]]:
     return groups
 
 
-def _flat(tensors: Sequence) -> tf.Tensor:
-    return tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
+def _device(name: str | None):
+    """tf.device(name), or the caller's device scope left as it is for None."""
+    return tf.device(name) if name is not None else contextlib.nullcontext()
 
 
-def _split_like(flat: tf.Tensor, like: Sequence) -> list[tf.Tensor]:
-    shapes = [v.shape.as_list() for v in like]
-    sizes = [math.prod(shape) for shape in shapes]
-    return [tf.reshape(piece, shape) for piece, shape in zip(tf.split(flat, sizes), shapes)]
+def _to_carrier(tensor: tf.Tensor) -> tf.Tensor:
+    """`tensor` as a flat float32 tensor holding its bits (bool: 0.0/1.0)."""
+    if tensor.dtype == tf.bool:
+        tensor = tf.cast(tensor, CARRIER)
+    elif tensor.dtype != CARRIER:
+        if tensor.dtype.size not in (4, 8):
+            raise TypeError(f"cannot move a {tensor.dtype.name} tensor: 4- or 8-byte dtypes only")
+        tensor = tf.bitcast(tensor, CARRIER)
+    return tf.reshape(tensor, [-1])
+
+
+def _from_carrier(flat: tf.Tensor, dtype: tf.DType, shape: list) -> tf.Tensor:
+    if dtype == tf.bool:
+        return tf.reshape(flat, shape) > 0.5
+    if dtype == CARRIER:
+        return tf.reshape(flat, shape)
+    if dtype.size == 8:  # two float32s per element
+        return tf.bitcast(tf.reshape(flat, [*shape, 2]), dtype)
+    return tf.bitcast(tf.reshape(flat, shape), dtype)
+
+
+def _carrier_size(dtype: tf.DType, shape: list) -> int:
+    return math.prod(shape) * (2 if dtype != tf.bool and dtype.size == 8 else 1)
+
+
+def moved(tensors: Sequence[tf.Tensor], source: str | None = None,
+          destination: str | None = None) -> list[tf.Tensor]:
+    """`tensors` packed into one tensor on `source` and unpacked on `destination` (None: the
+    caller's device scope), each with its own dtype and shape."""
+    shapes = [t.shape.as_list() for t in tensors]
+    *fixed, last = shapes
+    if any(None in shape for shape in fixed) or (None in last and len(last) != 1):
+        raise ValueError(f"moved() needs static shapes, except a 1-D last tensor: {shapes}")
+    sizes = [_carrier_size(t.dtype, shape) for t, shape in zip(tensors, fixed)]
+    if None in last:
+        sizes.append(-1)
+    else:
+        sizes.append(_carrier_size(tensors[-1].dtype, last))
+    with _device(source):
+        packed = tf.concat([_to_carrier(t) for t in tensors], axis=0)
+    with _device(destination):
+        pieces = tf.split(packed, sizes) if len(tensors) > 1 else [packed]
+        return [_from_carrier(piece, t.dtype, [-1] if None in shape else shape)
+                for piece, t, shape in zip(pieces, tensors, shapes)]
 
 
 def pulled(variables: Sequence) -> list[tf.Tensor]:
-    """The values of `variables` (on ps tasks), packed on each variable's device and
-    unpacked under the caller's device scope."""
+    """The values of `variables` (on ps tasks), one message from each ps task, unpacked
+    under the caller's device scope."""
     values: list = [None] * len(variables)
-    for device, indices in _by_device(variables).items():
-        group = [variables[i] for i in indices]
+    for device, indices in devices_of(variables).items():
         with tf.device(device):
-            packed = _flat([v.read_value() for v in group])
-        for i, value in zip(indices, _split_like(packed, group)):
+            reads = [variables[i].read_value() for i in indices]
+        for i, value in zip(indices, moved(reads, source=device)):
             values[i] = value
-    return values
-
-
-def pushed(tensors: Sequence, variables: Sequence) -> list[tf.Tensor]:
-    """`tensors` (one per variable, made on this worker), packed under the caller's device
-    scope and unpacked on each variable's device, where an optimizer applies them."""
-    values: list = [None] * len(variables)
-    for device, indices in _by_device(variables).items():
-        group = [variables[i] for i in indices]
-        packed = _flat([tensors[i] for i in indices])
-        with tf.device(device):
-            for i, value in zip(indices, _split_like(packed, group)):
-                values[i] = value
     return values

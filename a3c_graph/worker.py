@@ -31,6 +31,7 @@ import sys
 import time
 from collections import deque
 
+from a3c_graph import tf_env
 from a3c_graph.cluster import ClusterError  # stdlib only at import: cheap
 from a3c_graph.progress import ProgressFile, write_json_atomic
 
@@ -491,8 +492,8 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
 
 
 def _graph_mode_tensorflow():
-    """Import TF for a graph-mode process (quiet C++ logs unless the user asked for them)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    """Import TF for a graph-mode process (tf_env: quiet C++ logs, no Keras load)."""
+    tf_env.before_tf_import()
     import tensorflow as tf
 
     tf.compat.v1.disable_eager_execution()

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from a3c_graph import tf_env
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
 from a3c_graph.envs import env_info, env_options
 from a3c_graph.launch import LaunchError, is_gone, resolve_target_return
@@ -118,7 +119,7 @@ def pin_visible_gpus(gpus: Sequence[str], process_index: int) -> None:
     the CPU. Call it first thing in a child process, before anything imports TF.
     """
     os.environ["CUDA_VISIBLE_DEVICES"] = gpus[process_index % len(gpus)] if gpus else ""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tf_env.before_tf_import()  # the same import settings as the graph agent's tasks
 
 
 # --------------------------------------------------------------------------- statistics

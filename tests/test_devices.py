@@ -323,6 +323,7 @@ class Ran(dict):
 
     def __init__(self, run_metadata):
         super().__init__()
+        self.partition_graphs = list(run_metadata.partition_graphs)
         self.op_types: dict[str, str] = {}
         for stats in run_metadata.step_stats.dev_stats:
             for node in stats.node_stats:
@@ -330,6 +331,18 @@ class Ran(dict):
                 # timeline_label reads "name = OpType(inputs)".
                 self.op_types[node.node_name] = node.timeline_label.partition(" = ")[2] \
                     .partition("(")[0]
+
+    def received_from_other_tasks(self) -> dict[str, int]:
+        """{task: tensors it received from another task} in the run: each is a message."""
+        counts: dict[str, int] = {}
+        for graph in self.partition_graphs:
+            for node in graph.node:
+                if node.op in ("_Recv", "_HostRecv"):
+                    sender, receiver = (node.attr[key].s.decode().split("/device:")[0]
+                                        for key in ("send_device", "recv_device"))
+                    if sender != receiver:
+                        counts[receiver] = counts.get(receiver, 0) + 1
+        return counts
 
     def matmuls(self, scope: str) -> set[str]:
         """Devices where the matrix products under `scope` ran, in whatever fused op the
@@ -386,7 +399,8 @@ def traced_train_step(cluster, worker_device: str):
             with tf1.Session(cluster["server"].target, config=cluster["config"]) as session:
                 devices_here = {d.name for d in session.list_devices()}
                 session.run(init)
-                trace = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)
+                trace = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE,
+                                       output_partition_graphs=True)
                 rollout, update = tf1.RunMetadata(), tf1.RunMetadata()
                 session.run(runner.enqueue_ops[0], options=trace, run_metadata=rollout)
                 fetched = session.run(worker.train_fetches, options=trace, run_metadata=update)
@@ -419,8 +433,11 @@ def test_globals_on_the_ps_and_the_rollout_on_the_planned_worker_device(in_proce
         assert update[name] == {PS_CPU}, (name, update[name])
     # The learner's loss on the local copy ran on the worker's planned device.
     assert update.matmuls("") == {WORKER + "CPU:1"}
-    # The gradients reach the ps as one tensor, split there; the refreshed local copy leaves
-    # it as one tensor, concatenated there (transfer.py): not a message per variable.
+    # One message each way (transfer.py): the gradients with the finished episodes to the
+    # ps, split there; the updated globals with the counters back, concatenated there. Not
+    # a message per variable, nor one per cross-task control dependency.
+    assert update.received_from_other_tasks() == {
+        "/job:ps/replica:0/task:0": 1, "/job:worker/replica:0/task:0": 1}
     on_ps = [update.op_types[name] for name, where in update.items() if PS_CPU in where]
     assert (on_ps.count("SplitV"), on_ps.count("ConcatV2")) == (1, 1), sorted(on_ps)
 

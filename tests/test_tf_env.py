@@ -1,0 +1,36 @@
+"""The environment a task imports TF with: no Keras load at start-up, the user's values win."""
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO, child_env
+
+PROBE = """
+import json, os, sys
+from a3c_graph.worker import _graph_mode_tensorflow
+tf = _graph_mode_tensorflow()
+print(json.dumps({"keras_loaded": any(m == "keras" or m.startswith("keras.") for m in sys.modules),
+                  "log_level": os.environ["TF_CPP_MIN_LOG_LEVEL"],
+                  "graph_mode": not tf.executing_eagerly()}))
+"""
+
+
+def probe(**extra: str) -> dict:
+    env = child_env(**extra)
+    for name in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"):
+        if name not in extra:
+            env.pop(name, None)
+    ran = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                         timeout=120, cwd=REPO, env=env)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def test_a_task_imports_tf_without_loading_keras():
+    assert probe() == {"keras_loaded": False, "log_level": "2", "graph_mode": True}
+
+
+def test_values_the_user_exported_win():
+    got = probe(TF_USE_LEGACY_KERAS="0", TF_CPP_MIN_LOG_LEVEL="1")
+    assert got == {"keras_loaded": True, "log_level": "1", "graph_mode": True}
