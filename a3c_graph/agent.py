@@ -243,11 +243,8 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
             is_finite = arrived[stats.device][len(groups[stats.device])]
             learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
             optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
-            gradients_here = [None] * len(variables)
-            for device, indices in groups.items():
-                for i, gradient in zip(indices, arrived[device]):
-                    gradients_here[i] = gradient
-            apply_op = optimizer.apply_gradients(zip(gradients_here, variables),
+            gradients = transfer.in_variable_order(groups, arrived)
+            apply_op = optimizer.apply_gradients(zip(gradients, variables),
                                                  global_step=global_step)
         else:
             apply_op = global_step.assign_add(1)
@@ -265,14 +262,13 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         returned[device] = transfer.moved(outgoing, source=device, destination=worker_device)
 
     with tf1.device(worker_device):
-        updated = [None] * len(variables)
-        for device, indices in groups.items():
-            for i, value in zip(indices, returned[device]):
-                updated[i] = value
-        # Acting only leaves the local copy as the local init op synced it.
-        refresh_local = tf.group(*[local.assign(value) for local, value
-                                   in zip(local_network.variables, updated) if config.learn],
-                                 name="refresh_local")
+        if config.learn:
+            updated = transfer.in_variable_order(groups, returned)
+            refresh_local = tf.group(*[local.assign(value) for local, value
+                                       in zip(local_network.variables, updated)],
+                                     name="refresh_local")
+        else:  # acting only leaves the local copy as the local init op synced it
+            refresh_local = tf.no_op()
         with tf.control_dependencies([refresh_local]):
             counters = tf.identity(returned[stats.device][-1])
         train_fetches = {

@@ -83,13 +83,24 @@ def moved(tensors: Sequence[tf.Tensor], source: str | None = None,
                 for piece, t, shape in zip(pieces, tensors, shapes)]
 
 
+def in_variable_order(groups: dict[str, list[int]], pieces: dict[str, list]) -> list:
+    """One value per variable, in the variables' order: `pieces[device]` starts with the
+    values of the variables `groups[device]` names (devices_of), in that order; anything
+    after them is not a variable's."""
+    values: list = [None] * sum(len(indices) for indices in groups.values())
+    for device, indices in groups.items():
+        for i, value in zip(indices, pieces[device]):
+            values[i] = value
+    return values
+
+
 def pulled(variables: Sequence) -> list[tf.Tensor]:
     """The values of `variables` (on ps tasks), one message from each ps task, unpacked
     under the caller's device scope."""
-    values: list = [None] * len(variables)
-    for device, indices in devices_of(variables).items():
+    groups = devices_of(variables)
+    pieces = {}
+    for device, indices in groups.items():
         with tf.device(device):
             reads = [variables[i].read_value() for i in indices]
-        for i, value in zip(indices, moved(reads, source=device)):
-            values[i] = value
-    return values
+        pieces[device] = moved(reads, source=device)
+    return in_variable_order(groups, pieces)

@@ -279,6 +279,8 @@ def _gist(error: BaseException) -> str:
     for i, line in enumerate(lines):
         if re.match(r"[A-Z][A-Z_]+: ", line):
             return " ".join(lines[i:i + 2])
+    if len(lines) > 1 and lines[0] == "Graph execution error:":  # and no status line
+        return " ".join(lines[:2])
     return lines[0] if lines else type(error).__name__
 
 
@@ -325,7 +327,7 @@ class _FirstSessionOnly:
             cause = self.errors.last
             raise LostPs("the session to the ps broke" + (
                 f": {type(cause).__name__}: {_gist(cause)}" if cause is not None
-                else " (a ps stopped or restarted)"))
+                else " (a ps stopped or restarted)")) from cause
         wait_for_ps(self.spec, self.timeout)
         session = self.creator.create_session()
         self.established = True
@@ -523,6 +525,10 @@ def main(argv=None) -> int:
         print(f"{PROG}: {spec.job} {spec.task} lost the ps ({_gist(error)}); exiting to be "
               "restarted",
               file=sys.stderr, flush=True)
+        # The whole message, for the log only: which peer and which op, when the gist is
+        # not enough to tell why.
+        cause = error.__cause__ or error
+        print(f"{PROG}: the error in full: {type(cause).__name__}: {cause}", flush=True)
         # Actor threads may still be blocked in a call to the dead ps: do not wait for them.
         os._exit(EXIT_LOST_PS)
 

@@ -218,3 +218,6 @@ def test_a_lost_ps_is_told_by_the_status_line_of_tfs_error_not_its_preamble():
     assert _gist(RuntimeError(message)) == (
         "UNAVAILABLE: From /job:worker/replica:0/task:0: Socket closed")
     assert _gist(RuntimeError("ps task 0 did not answer\nmore")) == "ps task 0 did not answer"
+    # No status line: the header alone would say nothing.
+    assert _gist(RuntimeError("Graph execution error:\n\nStep 12 was aborted\nmore")) == (
+        "Graph execution error: Step 12 was aborted")
