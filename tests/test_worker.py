@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -71,6 +72,26 @@ def test_two_workers_train_the_same_global_network(local_cluster, tmp_path):
     # Restored counters: reaching the new budget took about 2000 more steps, where a fresh
     # start would have needed all of last["env_steps"] + 2000 (over 5000).
     assert sum(p["local_env_steps"] for p in resumed) < 2000 + 1000
+
+
+def test_two_ps_tasks_each_apply_the_gradients_of_their_variables(local_cluster, tmp_path):
+    # The network's variables are spread over both ps tasks, the statistics live on one:
+    # every variable must have been updated (Adam's first moment is zero until a gradient
+    # arrives), and the counters must still add up.
+    cluster = local_cluster(workers=2, ps=2)
+    logdir = tmp_path / "run"
+    cluster.start("ps", 0)
+    cluster.start("ps", 1)
+    progress = run_workers(cluster, logdir, max_steps=2000)
+
+    last = max(progress, key=lambda p: p["global_step"])
+    assert last["env_steps"] == sum(p["local_env_steps"] for p in progress) >= 2000
+    reader = tf.train.load_checkpoint(str(logdir))
+    moments = [name for name in reader.get_variable_to_shape_map()
+               if name.startswith("global/") and name.endswith("/Adam")]
+    assert len(moments) >= 4, moments
+    for name in moments:
+        assert np.any(reader.get_tensor(name) != 0), f"{name}: no gradient ever applied"
 
 
 def test_an_acting_only_worker_steps_the_envs_and_learns_nothing(local_cluster, tmp_path):
