@@ -1,4 +1,4 @@
-"""A real cluster: one ps and two workers as separate processes, training together."""
+"""A real cluster: ps and worker tasks as separate processes, training together."""
 
 from __future__ import annotations
 
