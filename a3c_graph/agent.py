@@ -24,7 +24,7 @@ from a3c_graph import losses, transfer
 from a3c_graph.cluster import TaskSpec
 from a3c_graph.config import A3CConfig
 from a3c_graph.envs import EnvBatch, EnvInfo
-from a3c_graph.model import ActorCriticMLP, build_network, sync_op, values_of_next_obs
+from a3c_graph.model import ActorCriticMLP, assign_op, build_network, sync_op, values_of_next_obs
 from a3c_graph.progress import RECENT_EPISODES
 from a3c_graph.rollout import RolloutQueue, build_rollout, sample_actions
 
@@ -236,11 +236,11 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
             outgoing += [update_is_finite, finished_returns]
         arrived[device] = transfer.moved(outgoing, source=worker_device, destination=device)
 
+    is_finite, episode_returns = arrived[stats.device][-2:]
     with tf1.device(stats.device):
         # The optimizer's hyperparameters and the global step's increment live here too, so
         # a single ps task needs nothing else from the worker.
         if config.learn:
-            is_finite = arrived[stats.device][len(groups[stats.device])]
             learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
             optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
             gradients = transfer.in_variable_order(groups, arrived)
@@ -249,7 +249,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         else:
             apply_op = global_step.assign_add(1)
         with tf.control_dependencies([apply_op]):
-            record_op = stats.record(spec.task, arrived[stats.device][-1],
+            record_op = stats.record(spec.task, episode_returns,
                                      rollout["rewards"].shape.num_elements())
 
     returned = {}
@@ -263,10 +263,8 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
 
     with tf1.device(worker_device):
         if config.learn:
-            updated = transfer.in_variable_order(groups, returned)
-            refresh_local = tf.group(*[local.assign(value) for local, value
-                                       in zip(local_network.variables, updated)],
-                                     name="refresh_local")
+            refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
+                                      "refresh_local")
         else:  # acting only leaves the local copy as the local init op synced it
             refresh_local = tf.no_op()
         with tf.control_dependencies([refresh_local]):

@@ -335,9 +335,15 @@ def build_network(obs_shape, num_actions, config, scope: str, local: bool = Fals
     return ActorCriticMLP(obs_shape, num_actions, config.hidden_sizes, scope, local=local)
 
 
+def assign_op(network, values, name: str):
+    """An op that assigns `values` (one per variable, in network.variables' order) to the
+    variables of `network`."""
+    return tf.group(*[v.assign(value) for v, value in zip(network.variables, values)],
+                    name=name)
+
+
 def sync_op(target_network, source_network):
     """An op that copies every variable of source_network into target_network: one packed
     message per task source_network lives on (transfer.pulled)."""
-    values = transfer.pulled(source_network.variables)
-    return tf.group(*[t.assign(v) for t, v in zip(target_network.variables, values)],
-                    name="sync_local_from_global")
+    return assign_op(target_network, transfer.pulled(source_network.variables),
+                     "sync_local_from_global")

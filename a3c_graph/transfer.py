@@ -59,7 +59,10 @@ def _from_carrier(flat: tf.Tensor, dtype: tf.DType, shape: list) -> tf.Tensor:
 
 
 def _carrier_size(dtype: tf.DType, shape: list) -> int:
-    return math.prod(shape) * (2 if dtype != tf.bool and dtype.size == 8 else 1)
+    """float32s that carry a `dtype` tensor of `shape`; -1 for a length known only later."""
+    if None in shape:
+        return -1
+    return math.prod(shape) * (2 if dtype.size == 8 else 1)
 
 
 def moved(tensors: Sequence[tf.Tensor], source: str | None = None,
@@ -70,17 +73,13 @@ def moved(tensors: Sequence[tf.Tensor], source: str | None = None,
     *fixed, last = shapes
     if any(None in shape for shape in fixed) or (None in last and len(last) != 1):
         raise ValueError(f"moved() needs static shapes, except a 1-D last tensor: {shapes}")
-    sizes = [_carrier_size(t.dtype, shape) for t, shape in zip(tensors, fixed)]
-    if None in last:
-        sizes.append(-1)
-    else:
-        sizes.append(_carrier_size(tensors[-1].dtype, last))
+    sizes = [_carrier_size(t.dtype, shape) for t, shape in zip(tensors, shapes)]
     with _device(source):
         packed = tf.concat([_to_carrier(t) for t in tensors], axis=0)
     with _device(destination):
         pieces = tf.split(packed, sizes) if len(tensors) > 1 else [packed]
-        return [_from_carrier(piece, t.dtype, [-1] if None in shape else shape)
-                for piece, t, shape in zip(pieces, tensors, shapes)]
+        return [_from_carrier(piece, t.dtype, [-1] if size == -1 else shape)
+                for piece, t, shape, size in zip(pieces, tensors, shapes, sizes)]
 
 
 def in_variable_order(groups: dict[str, list[int]], pieces: dict[str, list]) -> list:
