@@ -2,12 +2,16 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 STAMP  := $(VENV)/.installed-stamp
+# MinAtar's core needs only numpy; its metadata also asks for pandas, seaborn and scipy,
+# which nothing here uses: installed without its dependencies.
+MINATAR := minatar==1.0.15
 
 .PHONY: train test test-all lint clean
 
-$(STAMP): setup.py
+$(STAMP): setup.py Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -e '.[dev,bench,atari]'
+	$(VENV)/bin/pip install --quiet --no-deps $(MINATAR)
 	touch $(STAMP)
 
 ## Train CartPole-v1 on a local cluster (1 ps + 2 workers). Extra flags: make train ARGS="..."

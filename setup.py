@@ -17,6 +17,7 @@ setup(
         "gymnasium==1.4.0",
         "portpicker==1.6.0",   # free ports for local clusters, without races of our own
         "psutil==7.2.2",       # process trees: stop every task we started, and only those
+        "tensorboard==2.21.0",  # the training curves; TF 2.21 no longer installs it
     ],
     extras_require={
         # ale-py ships the ROMs; opencv: AtariPreprocessing's resize; moviepy: RecordVideo

@@ -118,6 +118,13 @@ class WorkerGraph:
     local_init_op: tf.Operation  # initializes the local variables, then syncs the local copy
 
 
+def learning_rate_scale(env_steps, max_steps: int):
+    """1 - env_steps / max_steps, floored at 0: the linear annealing of A3C's learning rate.
+    env_steps: the cluster's env step counter (int64 scalar) -> float32 scalar."""
+    done = tf.cast(env_steps.read_value(), tf.float64) / float(max_steps)
+    return tf.cast(tf.maximum(1.0 - done, 0.0), tf.float32)
+
+
 def learner_loss(network, rollout: dict, config: A3CConfig):
     """A3C loss of one rollout on `network`, and the parts worth logging."""
     T, B = rollout["rewards"].shape.as_list()
@@ -143,8 +150,10 @@ def learner_loss(network, rollout: dict, config: A3CConfig):
             tf.reshape(values, [T, B]), done,
             lambda indices: network(tf.gather_nd(rollout["next_obs"], indices))[1]), [T * B])
     to_tb = lambda x: tf.reshape(x, [T, B])  # noqa: E731
+    # Clipping is for learning only: episode returns were summed from the raw rewards.
+    rewards = tf.sign(rollout["rewards"]) if config.clip_rewards else rollout["rewards"]
     advantages = losses.gae_advantages(
-        rollout["rewards"], tf.stop_gradient(to_tb(values)), tf.stop_gradient(to_tb(next_values)),
+        rewards, tf.stop_gradient(to_tb(values)), tf.stop_gradient(to_tb(next_values)),
         rollout["terminated"], rollout["truncated"], config.gamma, config.gae_lambda)
     returns = advantages + tf.stop_gradient(to_tb(values))
     policy_advantages = losses.normalize(advantages) if config.normalize_advantages else advantages
@@ -242,6 +251,8 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         # a single ps task needs nothing else from the worker.
         if config.learn:
             learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
+            if config.anneal_learning_rate:
+                learning_rate *= learning_rate_scale(stats.env_steps, config.max_steps)
             optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
             gradients = transfer.in_variable_order(groups, arrived)
             apply_op = optimizer.apply_gradients(zip(gradients, variables),

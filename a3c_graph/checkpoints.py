@@ -71,8 +71,9 @@ def read_run_config(logdir: str) -> A3CConfig | None:
     unknown = sorted(set(values) - known)
     if unknown:
         raise CheckpointError(f"{path} is not an a3c_graph config: unknown field {unknown[0]!r}")
-    if isinstance(values.get("hidden_sizes"), list):
-        values["hidden_sizes"] = tuple(values["hidden_sizes"])
+    for name in ("hidden_sizes", "conv_filters"):  # JSON has lists where the config has tuples
+        if isinstance(values.get(name), list):
+            values[name] = tuple(values[name])
     try:
         config = A3CConfig(**values)
         config.validate()
@@ -178,7 +179,8 @@ def network_differences(there: A3CConfig, here: A3CConfig,
 
     Variables follow from the env (observation shape, number of actions; ALE's
     --full-action-space changes the actions), the policy after `auto` is resolved,
-    --hidden-sizes, and --lstm-size for a recurrent policy. Nothing else (learning rate,
+    --hidden-sizes, --conv-filters and --conv-stride for a cnn torso, and --lstm-size for a
+    recurrent policy. Nothing else (learning rate,
     rollout length, envs per worker, ...) changes a variable's name or shape. `obs_shape` is
     the env's (both configs must name the same env for the rest to be compared).
     """
@@ -193,9 +195,13 @@ def network_differences(there: A3CConfig, here: A3CConfig,
         shown = [c.policy if c.policy == kind else f"{c.policy} ({kind})"
                  for c, kind in zip((there, here), kinds)]
         differences.append(("policy", *shown))
-    if tuple(there.hidden_sizes) != tuple(here.hidden_sizes):
-        differences.append(("hidden-sizes", _sizes(there.hidden_sizes),
-                            _sizes(here.hidden_sizes)))
+    convolutions = "mlp" not in kinds and len(obs_shape) in (2, 3)  # a cnn torso both sides
+    for flag in ("hidden_sizes", "conv_filters", "conv_stride"):
+        if flag != "hidden_sizes" and not convolutions:
+            continue
+        if str(getattr(there, flag)) != str(getattr(here, flag)):
+            differences.append((flag.replace("_", "-"), _sizes(getattr(there, flag)),
+                                _sizes(getattr(here, flag))))
     if kinds[0] == kinds[1] == "lstm" and there.lstm_size != here.lstm_size:
         differences.append(("lstm-size", str(there.lstm_size), str(here.lstm_size)))
     return differences
@@ -209,8 +215,8 @@ def _network_kind(policy: str, obs_shape: Sequence[int]) -> str:
     return "lstm" if recurrent else torso
 
 
-def _sizes(sizes: Sequence[int]) -> str:
-    return ",".join(str(s) for s in sizes)
+def _sizes(sizes: Sequence[int] | int) -> str:
+    return str(sizes) if isinstance(sizes, int) else ",".join(str(s) for s in sizes)
 
 
 def check_logdir_config(logdir: str, config: A3CConfig, obs_shape: Sequence[int]) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-PRESET_CHOICES = ("auto", "cartpole", "atari")
+PRESET_CHOICES = ("auto", "cartpole", "atari", "minatar")
 POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
 
 
@@ -41,8 +41,8 @@ class A3CConfig:
                   "(e.g. ALE/Pong-v5) need the atari extra.")
     seed: int = _f(0, "Base random seed; task i seeds its envs with seed + 1000 * i.")
     preset: str = _f("auto", "Hyperparameter preset for the flags not given: cartpole (classic "
-                     "control) or atari; auto picks atari for ALE/ env ids, else cartpole.",
-                     choices=PRESET_CHOICES)
+                     "control), atari or minatar; auto picks atari for ALE/ env ids, minatar "
+                     "for MinAtar/ ids, else cartpole.", choices=PRESET_CHOICES)
 
     # Atari (ALE/ env ids only; the defaults are ALE v5's).
     repeat_action_probability: float = _f(
@@ -61,6 +61,10 @@ class A3CConfig:
     gamma: float = _f(0.99, "Discount factor.")
     gae_lambda: float = _f(0.95, "GAE(lambda); 1.0 gives plain n-step bootstrapped returns.")
     learning_rate: float = _f(1e-3, "Adam learning rate of the shared optimizer on the ps.")
+    anneal_learning_rate: bool = _f(
+        True, "Anneal the learning rate linearly from --learning-rate to 0 over --max-steps "
+        "env steps of the cluster (Mnih et al. 2016): a policy that has learned the task "
+        "is not walked away from it by full-size steps on noise.")
     adam_epsilon: float = _f(1e-5, "Adam epsilon.")
     entropy_coef: float = _f(0.01, "Weight of the entropy bonus.")
     value_coef: float = _f(0.5, "Weight of the value loss.")
@@ -70,8 +74,14 @@ class A3CConfig:
                      "picks cnn for image observations, else mlp.", choices=POLICY_CHOICES)
     hidden_sizes: tuple = _f((64, 64), "Hidden layer widths: of each MLP tower, or the fully "
                              "connected layers after the cnn's convolutions.", parse=int)
+    conv_filters: tuple = _f((32, 32, 32, 32), "Filters of each 3x3 convolution of the cnn "
+                             "torso, one number per layer.", parse=int)
+    conv_stride: int = _f(2, "Stride of the cnn torso's convolutions.")
     lstm_size: int = _f(64, "Units of the LSTM of --policy lstm.")
     normalize_advantages: bool = _f(True, "Normalize advantages per rollout batch.")
+    clip_rewards: bool = _f(False, "Learn from the sign of each reward (-1, 0, 1), as in A3C's "
+                            "Atari runs; episode returns, statistics and the target stay raw "
+                            "game scores.")
     learn: bool = _f(True, "Learn from the rollouts; false only acts: the learner counts each "
                      "rollout and drops it (the acting ceiling benchmarks.run --ceiling "
                      "measures).")
@@ -81,7 +91,7 @@ class A3CConfig:
     max_seconds: float = _f(300.0, "Stop after this many seconds of training.")
     target_return: float | None = _f(
         None, "Stop when the mean return of the last 100 episodes reaches this "
-        "(default: the env spec's reward_threshold).")
+        "(default: the env spec's reward_threshold); inf: no target, run to the budget.")
 
     # Bookkeeping.
     checkpoint_secs: float = _f(30.0, "Seconds between checkpoints written by the chief.")
@@ -97,7 +107,7 @@ class A3CConfig:
     def validate(self) -> None:
         """Raise ValueError with one clear sentence for a setting no run can use."""
         positive_ints = ("envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
-                         "max_steps", "lstm_size")
+                         "max_steps", "lstm_size", "conv_stride")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")
@@ -121,8 +131,12 @@ class A3CConfig:
                 raise ValueError(f"--{_flag(name)} must be a non-negative number, got {value}")
         if not self.hidden_sizes or any(h < 1 for h in self.hidden_sizes):
             raise ValueError(f"--hidden-sizes must be positive widths, got {self.hidden_sizes}")
-        if self.target_return is not None and not math.isfinite(self.target_return):
-            raise ValueError(f"--target-return must be a finite number, got {self.target_return}")
+        if not self.conv_filters or any(f < 1 for f in self.conv_filters):
+            raise ValueError(f"--conv-filters must be positive numbers, got {self.conv_filters}")
+        if self.target_return is not None and (math.isnan(self.target_return)
+                                               or self.target_return == -math.inf):
+            raise ValueError(f"--target-return must be a number (or inf: no target), got "
+                             f"{self.target_return}")
         for name in ("intra_op_threads", "inter_op_threads"):
             if getattr(self, name) < 0:
                 raise ValueError(f"--{_flag(name)} must be 0 or more, got {getattr(self, name)}")
@@ -146,6 +160,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         "max_steps": 20_000_000,
         "max_seconds": 86_400.0,
         "checkpoint_secs": 120.0,
+        "clip_rewards": True,
+    },
+    # minatar: the small network of the MinAtar paper (Young and Tian 2019: one 3x3
+    # convolution of 16 filters at stride 1, then 128 units) and its budget of 5M frames
+    # (one frame per step). No target: MinAtar is reported as the score at the budget.
+    "minatar": {
+        "envs_per_worker": 16,
+        "rollout_length": 20,
+        "learning_rate": 5e-4,
+        "hidden_sizes": (128,),
+        "conv_filters": (16,),
+        "conv_stride": 1,
+        "max_steps": 5_000_000,
+        "max_seconds": 3600.0,
+        "checkpoint_secs": 60.0,
+        "target_return": math.inf,
     },
 }
 # ALE specs have no reward_threshold: the atari preset's --target-return per game.
@@ -153,10 +183,13 @@ ATARI_TARGET_RETURNS = {"Pong": 18.0}
 
 
 def resolve_preset(preset: str, env: str) -> str:
-    """The preset `preset` names for `env`: "auto" becomes atari for ALE/ ids, else cartpole."""
+    """The preset `preset` names for `env`: "auto" becomes atari for ALE/ ids, minatar for
+    MinAtar/ ids, else cartpole."""
     if preset != "auto":
         return preset
-    return "atari" if env.startswith("ALE/") else "cartpole"
+    if env.startswith("ALE/"):
+        return "atari"
+    return "minatar" if env.startswith("MinAtar/") else "cartpole"
 
 
 def preset_values(preset: str, env: str) -> dict[str, Any]:
@@ -218,17 +251,17 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     config_from_args knows which fields the preset may fill in.
     """
     group = parser.add_argument_group("hyperparameters and run settings")
-    atari = PRESETS["atari"]
     for f in dataclasses.fields(A3CConfig):
         flag = "--" + _flag(f.name)
         help_text = f.metadata["help"]
         if f.default is not None:
             help_text += f" (default: {_show(f.default)})"
-            if f.name in atari:
-                help_text += f" [atari preset: {_show(atari[f.name])}]"
         elif f.name == "target_return":
             help_text += " [atari preset: " + ", ".join(
                 f"{v:g} for {game}" for game, v in ATARI_TARGET_RETURNS.items()) + "]"
+        for name in ("atari", "minatar"):
+            if f.name in PRESETS[name]:
+                help_text += f" [{name} preset: {_show(PRESETS[name][f.name])}]"
         kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": help_text}
         if "choices" in f.metadata:
             kwargs["choices"] = f.metadata["choices"]

@@ -13,12 +13,20 @@ FrameStackObservation stacks the last 4 frames. Observations are uint8 [4, 84, 8
 inside the graph), and stay uint8 through the rollout queue. Sticky actions
 (repeat_action_probability 0.25), the minimal action set and the episode limit of 108,000
 emulator frames (27,000 agent steps) are ALE v5's defaults. One agent step is 4 frames.
+
+MinAtar (``MinAtar/`` ids, e.g. MinAtar/Breakout-v1; Young and Tian 2019) comes from the
+`minatar` package, whose envs Gymnasium 1.x only knows after minatar.gym.register_envs()
+(it loads no env plugins by itself). Its protocol is the package's: sticky actions with
+probability 0.1, difficulty ramping, the -v1 ids' minimal action set, one frame per step.
+Observations are bool [10, 10, C] channels-last; they are transposed here to [C, 10, 10]
+so that every image reaches the CNN in the same layout as Atari's stacked frames.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -52,6 +60,10 @@ def is_atari(env_id: str) -> bool:
     return env_id.startswith("ALE/")
 
 
+def is_minatar(env_id: str) -> bool:
+    return env_id.startswith("MinAtar/")
+
+
 def env_options(config) -> dict:
     """The make_env keyword arguments an A3CConfig sets (they matter for ALE ids only)."""
     return {"repeat_action_probability": config.repeat_action_probability,
@@ -68,6 +80,24 @@ def _register_extras(env_id: str) -> None:
         # ALE's banner on stderr would break the one-line error contract of a bad flag.
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
         gym.register_envs(ale_py)
+    elif is_minatar(env_id):
+        _register_minatar()
+
+
+def _register_minatar() -> None:
+    if "MinAtar/Breakout-v1" in gym.registry:
+        return
+    # minatar's own modules log a warning when seaborn (needed only to render) is missing;
+    # the warning on stderr would break the one-line error contract of a bad flag.
+    logging.disable(logging.WARNING)
+    try:
+        import minatar.gym
+    except ImportError:
+        raise EnvError("MinAtar envs need the minatar package: pip install --no-deps "
+                       "minatar==1.0.15 (make train and make test install it)") from None
+    finally:
+        logging.disable(logging.NOTSET)
+    minatar.gym.register_envs()
 
 
 def _spec(env_id: str):
@@ -108,6 +138,12 @@ def make_env(env_id: str, render_mode: str | None = None, *,
                                  screen_size=ATARI_SCREEN_SIZE, terminal_on_life_loss=False,
                                  grayscale_obs=True, scale_obs=False)
         env = FrameStackObservation(env, ATARI_FRAME_STACK)
+    elif is_minatar(env_id):
+        env = gym.make(env_id, render_mode=render_mode)
+        height, width, channels = env.observation_space.shape
+        env = gym.wrappers.TransformObservation(
+            env, lambda obs: np.ascontiguousarray(np.moveaxis(obs, -1, 0)),
+            gym.spaces.Box(0, 1, (channels, height, width), bool))
     else:
         env = gym.make(env_id, render_mode=render_mode)
     _check_spaces(env_id, env)

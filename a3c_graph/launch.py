@@ -54,7 +54,14 @@ from a3c_graph.config import (
     config_to_argv,
     resolve_policy,
 )
-from a3c_graph.progress import Totals, read_progress, run_totals, summary_fields, write_atomic
+from a3c_graph.progress import (
+    Totals,
+    json_number,
+    read_progress,
+    run_totals,
+    summary_fields,
+    write_atomic,
+)
 
 PROG = "launch_cluster"
 WORKER_MODULE = "a3c_graph.worker"
@@ -284,6 +291,10 @@ def resolve_target_return(config: A3CConfig) -> float:
     if info.reward_threshold is None:
         raise LaunchError(f"env {config.env!r} has no reward_threshold; give --target-return")
     return float(info.reward_threshold)
+
+
+def describe_target(target_return: float) -> str:
+    return f"{target_return:g}" if math.isfinite(target_return) else "none (runs to its budget)"
 
 
 def default_logdir(env_id: str) -> str:
@@ -698,7 +709,7 @@ class Supervisor:
             (self.plan.logdir / sub).mkdir(parents=True, exist_ok=True)
         # Leftovers of an earlier run in the same logdir would be read as this run's.
         for stale in [*pid_dir(self.plan.logdir).glob("*.pid"),
-                      *(self.plan.logdir / "progress").glob("worker_*.json"),
+                      *(self.plan.logdir / "progress").glob("worker_*.json*"),
                       self.plan.logdir / "summary.json"]:
             stale.unlink(missing_ok=True)
         write_atomic(pid_dir(self.plan.logdir) / "launcher.pid", f"{os.getpid()}\n")
@@ -908,7 +919,7 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
         "env": plan.config.env,
         "workers": len(plan.cluster["worker"]),
         "ps": len(plan.cluster["ps"]),
-        "target_return": plan.config.target_return,
+        "target_return": json_number(plan.config.target_return),
         "stop_reason": outcome.stop_reason or (totals.stop_reason if totals else None),
         "logdir": str(plan.logdir),
         "exit_code": outcome.exit_code,
@@ -935,7 +946,8 @@ def run_foreground(plan: LaunchPlan) -> int:
         supervisor.start_tasks()
         print(f"{PROG}: started {len(supervisor.tasks)} task(s) of the {plan.source} "
               f"({len(plan.cluster['ps'])} ps, {len(plan.cluster['worker'])} workers), target "
-              f"return {plan.config.target_return:g}; logs in {plan.logdir / 'logs'}", flush=True)
+              f"return {describe_target(plan.config.target_return)}; logs in "
+              f"{plan.logdir / 'logs'}", flush=True)
         outcome = supervisor.watch()
     finally:
         # Runs on every path, including a bug in the code above: nothing is left running.

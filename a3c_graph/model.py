@@ -6,12 +6,14 @@ N refers to any batch of observations (the rollout's T * B, or B envs stepped to
 
 Three networks, picked by build_network from --policy and the observation shape:
   ActorCriticMLP   vector observations: separate tanh policy and value towers
-  ActorCriticCNN   images: four 3x3 stride-2 convolutions of 32 filters with ELU, then
-                   the --hidden-sizes layers, shared by the policy and value heads
+  ActorCriticCNN   images: 3x3 convolutions with ELU (--conv-filters, --conv-stride: four
+                   of 32 filters at stride 2 for Atari, one of 16 at stride 1 for MinAtar),
+                   then the --hidden-sizes layers, shared by the policy and value heads
   ActorCriticLSTM  the mlp or cnn torso, then an LSTM; its state is carried by the caller
                    (recurrent = True: step(obs, state) and unroll(...) instead of __call__)
-Image observations are uint8 [C, H, W] (Atari: [4, 84, 84], the stacked frames first);
-they are cast to float, scaled by 1/255 and moved to channels-last inside the graph.
+Image observations are [C, H, W] (Atari: uint8 [4, 84, 84], the stacked frames first;
+MinAtar: bool [C, 10, 10]); they are cast to float (uint8 scaled by 1/255) and moved to
+channels-last inside the graph.
 """
 
 from __future__ import annotations
@@ -82,10 +84,7 @@ class ActorCriticMLP:
         return x
 
 
-CONV_LAYERS = 4
-CONV_FILTERS = 32
 CONV_KERNEL = 3
-CONV_STRIDE = 2
 LSTM_FORGET_BIAS = 1.0  # starts the LSTM remembering (Jozefowicz et al. 2015)
 
 
@@ -135,26 +134,28 @@ def _image_input(observations, obs_shape):
 
 
 class _CNNTorso:
-    """Four 3x3 stride-2 ELU convolutions (SAME padding), then ELU dense layers: [N, F]."""
+    """3x3 ELU convolutions of conv_filters[i] filters at conv_stride (SAME padding), then
+    ELU dense layers: [N, F]."""
 
-    def __init__(self, vars_: _Variables, obs_shape, hidden_sizes):
+    def __init__(self, vars_: _Variables, obs_shape, hidden_sizes,
+                 conv_filters: Sequence[int] = (32, 32, 32, 32), conv_stride: int = 2):
         self.obs_shape = tuple(obs_shape)
+        self.stride = conv_stride
         channels = 1 if len(obs_shape) == 2 else obs_shape[0]
         height, width = obs_shape[-2:]
         self.convs = []
-        for i in range(CONV_LAYERS):
-            kernel = vars_.get(f"conv{i}/kernel",
-                               [CONV_KERNEL, CONV_KERNEL, channels, CONV_FILTERS])
-            self.convs.append((kernel, vars_.get(f"conv{i}/biases", [CONV_FILTERS], zeros=True)))
-            channels = CONV_FILTERS
-            height, width = -(-height // CONV_STRIDE), -(-width // CONV_STRIDE)
+        for i, filters in enumerate(conv_filters):
+            kernel = vars_.get(f"conv{i}/kernel", [CONV_KERNEL, CONV_KERNEL, channels, filters])
+            self.convs.append((kernel, vars_.get(f"conv{i}/biases", [filters], zeros=True)))
+            channels = filters
+            height, width = -(-height // conv_stride), -(-width // conv_stride)
         self.flat_size = height * width * channels
         self.layers, self.out_size = _dense_stack(vars_, "", self.flat_size, hidden_sizes)
 
     def __call__(self, observations):
         x = _image_input(observations, self.obs_shape)
         for kernel, biases in self.convs:
-            x = tf.nn.elu(tf.nn.conv2d(x, kernel, CONV_STRIDE, "SAME") + biases)
+            x = tf.nn.elu(tf.nn.conv2d(x, kernel, self.stride, "SAME") + biases)
         x = tf.reshape(x, [-1, self.flat_size])
         for weights, biases in self.layers:
             x = tf.nn.elu(tf.matmul(x, weights) + biases)
@@ -175,9 +176,11 @@ class _MLPTorso:
         return x
 
 
-def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes):
+def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, **conv):
     with tf1.variable_scope("torso"):
-        return (_CNNTorso if kind == "cnn" else _MLPTorso)(vars_, obs_shape, hidden_sizes)
+        if kind == "cnn":
+            return _CNNTorso(vars_, obs_shape, hidden_sizes, **conv)
+        return _MLPTorso(vars_, obs_shape, hidden_sizes)
 
 
 class _Heads:
@@ -203,13 +206,13 @@ class ActorCriticCNN:
     recurrent = False
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                 scope: str, local: bool = False):
+                 scope: str, local: bool = False, **conv):
         self.num_actions = num_actions
         vars_ = _Variables()
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes)
+            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, **conv)
             self.heads = _Heads(vars_, self.torso.out_size, num_actions)
         self.variables = vars_.created
 
@@ -263,7 +266,7 @@ class ActorCriticLSTM:
     recurrent = True
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                 lstm_size: int, torso: str, scope: str, local: bool = False):
+                 lstm_size: int, torso: str, scope: str, local: bool = False, **conv):
         self.num_actions = num_actions
         self.lstm_size = lstm_size
         self.state_shape = (2, lstm_size)
@@ -271,7 +274,7 @@ class ActorCriticLSTM:
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes)
+            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, **conv)
             self.lstm_kernel = vars_.get("lstm/kernel",
                                          [self.torso.out_size + lstm_size, 4 * lstm_size], 1.0)
             self.lstm_biases = vars_.get("lstm/biases", [4 * lstm_size], zeros=True)
@@ -327,12 +330,19 @@ class ActorCriticLSTM:
 def build_network(obs_shape, num_actions, config, scope: str, local: bool = False):
     """The actor-critic for these observations and config.policy, named `scope`."""
     torso, recurrent = resolve_policy(config.policy, obs_shape)
+    conv = conv_settings(config) if torso == "cnn" else {}
     if recurrent:
         return ActorCriticLSTM(obs_shape, num_actions, config.hidden_sizes, config.lstm_size,
-                               torso, scope, local=local)
+                               torso, scope, local=local, **conv)
     if torso == "cnn":
-        return ActorCriticCNN(obs_shape, num_actions, config.hidden_sizes, scope, local=local)
+        return ActorCriticCNN(obs_shape, num_actions, config.hidden_sizes, scope, local=local,
+                              **conv)
     return ActorCriticMLP(obs_shape, num_actions, config.hidden_sizes, scope, local=local)
+
+
+def conv_settings(config) -> dict:
+    """The cnn torso's keyword arguments an A3CConfig sets."""
+    return {"conv_filters": tuple(config.conv_filters), "conv_stride": config.conv_stride}
 
 
 def assign_op(network, values, name: str):

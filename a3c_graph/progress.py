@@ -9,7 +9,13 @@ from them. Keys of a progress file:
   "max_steps" | "max_seconds" | "signal"), global_step, env_steps and episodes (global: the
   whole cluster), mean_return_100 (the cluster's, None before the first episode),
   local_env_steps and local_steps_per_sec (this task's own), target_return,
-  training_started (unix time the task's training loop began, None before).
+  training_started (unix time the task's training loop began, None before),
+  lowest_mean_return_100 (the lowest cluster mean this task read since its last write: a
+  dip between two writes is not missed), entropy (the policy's mean entropy over this
+  task's updates since its last write; None if it made none).
+
+Each write is also appended as one JSON line to <logdir>/progress/worker_<i>.jsonl: the
+run's history, from which benchmarks.learning draws its learning curves.
 
 No TensorFlow here: the launcher imports this and must start quickly.
 """
@@ -59,17 +65,24 @@ class ProgressFile:
         self.last_write = 0.0
         self.steps_per_sec = 0.0
         self.training_started: float | None = None
+        self.lowest_mean = math.nan
+        self.entropies: list[float] = []
 
     def start_training(self) -> None:
         """Mark the end of start-up: the task is ready and its training loop begins."""
         self.training_started = self.window_start = time.time()
 
-    def update(self, global_stats: Mapping[str, Any], local_steps: int) -> None:
+    def update(self, global_stats: Mapping[str, Any], local_steps: int,
+               entropy: float | None = None) -> None:
         """The cluster's counters as last read (global_step, env_steps, episodes,
-        mean_return_100) and the env steps this task just added."""
+        mean_return_100), the env steps this task just added and, if it learned from them,
+        the policy's mean entropy on them."""
         self.stats = global_stats
         self.local_env_steps += local_steps
         self.window_steps += local_steps
+        self.lowest_mean = min(self.lowest_mean, self.mean_return_100, key=_nan_last)
+        if entropy is not None:
+            self.entropies.append(float(entropy))
 
     def due(self) -> bool:
         return time.time() - self.last_write >= self.progress_secs
@@ -85,19 +98,53 @@ class ProgressFile:
             self.steps_per_sec = self.window_steps / (now - self.window_start)
         self.window_steps, self.window_start = 0, now
         mean = self.mean_return_100
-        write_json_atomic(self.path, {
+        record = {
             "task": self.task, "pid": os.getpid(), "time": now, "state": state,
             "stop_reason": stop_reason,
             "global_step": int(self.stats.get("global_step", 0)),
             "env_steps": int(self.stats.get("env_steps", 0)),
             "episodes": int(self.stats.get("episodes", 0)),
-            "mean_return_100": None if math.isnan(mean) else round(mean, 3),
+            "mean_return_100": _rounded(mean),
             "local_env_steps": self.local_env_steps,
             "local_steps_per_sec": round(self.steps_per_sec, 1),
-            "target_return": self.target_return,
+            "target_return": json_number(self.target_return),
             "training_started": self.training_started,
-        })
+            "lowest_mean_return_100": _rounded(self.lowest_mean),
+            "entropy": _rounded(sum(self.entropies) / len(self.entropies), 5)
+            if self.entropies else None,
+        }
+        write_json_atomic(self.path, record)
+        with open(self.path.with_suffix(".jsonl"), "a", encoding="utf-8") as history:
+            history.write(json.dumps(record, sort_keys=True) + "\n")
         self.last_write = now
+        self.lowest_mean, self.entropies = self.mean_return_100, []
+
+
+def json_number(value: float | None) -> float | None:
+    """`value` as strict JSON can hold it: None for inf (--target-return inf: no target)."""
+    return value if value is None or math.isfinite(value) else None
+
+
+def _nan_last(value: float) -> float:
+    """Sort key of min(): NaN (no episode yet) loses to any real mean."""
+    return math.inf if math.isnan(value) else value
+
+
+def _rounded(value: float, digits: int = 3) -> float | None:
+    return None if math.isnan(value) else round(value, digits)
+
+
+def read_history(logdir: Path) -> list[dict]:
+    """Every progress write of every worker of the run in `logdir`, oldest first (the
+    global counters in each are the cluster's, so the rows of all workers form one curve)."""
+    rows = []
+    for path in sorted((Path(logdir) / "progress").glob("worker_*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # a line cut short by a kill
+    return sorted(rows, key=lambda row: row.get("time") or 0.0)
 
 
 def read_progress(logdir: Path) -> dict[int, dict]:

@@ -129,9 +129,12 @@ class StopFlag:
 class Progress:
     """This worker's progress file (a3c_graph.progress) and its TensorBoard summaries."""
 
-    def __init__(self, logdir: str, task: int, target_return: float, progress_secs: float):
+    def __init__(self, logdir: str, task: int, target_return: float, config):
         import tensorflow as tf
 
+        self.config = config
+        self.learn = config.learn
+        progress_secs = config.progress_secs
         self.file = ProgressFile(logdir, task, target_return, progress_secs)
         self.writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "tb", f"worker_{task}"))
         self.returns: deque = deque(maxlen=RECENT_WINDOW)
@@ -144,7 +147,9 @@ class Progress:
 
     def update(self, fetched: dict) -> None:
         self.fetched = fetched
-        self.file.update(fetched, int(fetched["rollout_steps"]))
+        learned = self.learn and not fetched["update_skipped"]
+        self.file.update(fetched, int(fetched["rollout_steps"]),
+                         float(fetched["entropy"]) if learned else None)
         self.returns.extend(float(r) for r in fetched["finished_returns"])
         self.lengths.extend(int(n) for n in fetched["finished_lengths"])
         for key in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "queue_size"):
@@ -152,6 +157,13 @@ class Progress:
 
     def due(self) -> bool:
         return self.file.due()
+
+    def learning_rate(self) -> float:
+        """The rate the ps applied the last update with (agent.learning_rate_scale)."""
+        rate = self.config.learning_rate
+        if self.config.anneal_learning_rate:
+            rate *= max(0.0, 1.0 - int(self.fetched["env_steps"]) / self.config.max_steps)
+        return rate
 
     def write(self, state: str, stop_reason: str | None = None) -> None:
         self.file.write(state, stop_reason)
@@ -161,7 +173,8 @@ class Progress:
     def _summaries(self, global_step: int, mean_100: float) -> None:
         import tensorflow as tf
 
-        values = {"perf/env_steps_per_sec": self.file.steps_per_sec}
+        values = {"perf/env_steps_per_sec": self.file.steps_per_sec,
+                  "train/learning_rate": self.learning_rate()}
         if self.returns:
             values["episode/return"] = sum(self.returns) / len(self.returns)
             values["episode/length"] = sum(self.lengths) / len(self.lengths)
@@ -385,7 +398,7 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
 
     tf1 = tf.compat.v1
     started = time.time()
-    progress = Progress(args.logdir, spec.task, target_return, config.progress_secs)
+    progress = Progress(args.logdir, spec.task, target_return, config)
     progress.write("starting")
     sess_config = apply_to_config(
         session_config(spec, config.intra_op_threads, config.inter_op_threads), device)

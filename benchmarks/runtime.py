@@ -31,7 +31,7 @@ from a3c_graph import tf_env
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
 from a3c_graph.envs import env_info, env_options
 from a3c_graph.launch import LaunchError, is_gone, resolve_target_return
-from a3c_graph.progress import RECENT_EPISODES, summary_fields, write_atomic
+from a3c_graph.progress import RECENT_EPISODES, json_number, summary_fields, write_atomic
 from a3c_graph.worker import stop_reason_for
 
 EXIT_USAGE = 2
@@ -106,7 +106,7 @@ def check_tf2_network(config: A3CConfig) -> None:
 def prepare_logdir(logdir: Path) -> None:
     """Create <logdir>/progress and drop an earlier run's files, which would read as ours."""
     (logdir / "progress").mkdir(parents=True, exist_ok=True)
-    for stale in [*(logdir / "progress").glob("worker_*.json"), logdir / "summary.json"]:
+    for stale in [*(logdir / "progress").glob("worker_*.json*"), logdir / "summary.json"]:
         stale.unlink(missing_ok=True)
 
 
@@ -179,7 +179,7 @@ def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,
         "variant": variant,
         "env": run.config.env,
         "workers": run.workers,
-        "target_return": run.config.target_return,
+        "target_return": json_number(run.config.target_return),
         "stop_reason": stop_reason or (totals.stop_reason if totals else None),
         "logdir": str(run.logdir),
         "exit_code": exit_code,

@@ -105,12 +105,12 @@ class ActorCriticCNN(_EagerWeights, graph_model.ActorCriticCNN):
     """
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int,
-                 hidden_sizes: Sequence[int]):
+                 hidden_sizes: Sequence[int], **conv):
         # No super().__init__(): it would make graph variables with get_variable.
         self.num_actions = num_actions
         self.scope_name = "tf2"
         vars_ = _EagerVariables("torso/")  # the names model.py's variable scopes give
-        self.torso = graph_model._CNNTorso(vars_, obs_shape, hidden_sizes)
+        self.torso = graph_model._CNNTorso(vars_, obs_shape, hidden_sizes, **conv)
         vars_.prefix = ""
         self.heads = graph_model._Heads(vars_, self.torso.out_size, num_actions)
         self.variables = vars_.created
@@ -127,7 +127,8 @@ def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
         raise ValueError("the TF2 variants implement the mlp and cnn networks; --policy lstm "
                          "is graph-only")
     if torso == "cnn":
-        return ActorCriticCNN(info.obs_shape, info.num_actions, config.hidden_sizes)
+        return ActorCriticCNN(info.obs_shape, info.num_actions, config.hidden_sizes,
+                              **graph_model.conv_settings(config))
     return ActorCritic(info.obs_shape, info.num_actions, config.hidden_sizes)
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a3c_graph.config import A3CConfig
+from a3c_graph.launch import describe_target
 from a3c_graph.progress import ProgressFile
 from benchmarks import runtime
 
@@ -225,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         processes, channels = start_processes(run, ctx)
         print(f"{PROG}: started 1 ps + {run.workers} worker process(es), target return "
-              f"{run.config.target_return:g}", flush=True)
+              f"{describe_target(run.config.target_return)}", flush=True)
         deadline = time.monotonic() + run.config.max_seconds + runtime.DEADLINE_GRACE_SECS
         exit_code, reason = supervise(processes, channels.stop_event, signals, deadline)
     finally:

@@ -34,6 +34,7 @@ from typing import Any
 import ray
 
 from a3c_graph.config import A3CConfig
+from a3c_graph.launch import describe_target
 from a3c_graph.progress import ProgressFile
 from benchmarks import runtime
 
@@ -165,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    for task in range(run.workers)]
         pending = [worker.train.remote(parameters) for worker in workers]
         print(f"{PROG}: started Ray with 1 parameter actor + {run.workers} worker actor(s), "
-              f"target return {run.config.target_return:g}", flush=True)
+              f"target return {describe_target(run.config.target_return)}", flush=True)
         deadline = time.monotonic() + run.config.max_seconds + runtime.DEADLINE_GRACE_SECS
         exit_code, reason = wait_for_workers(pending, parameters, signals, deadline)
     except ray.exceptions.RayError as error:

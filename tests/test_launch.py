@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import shlex
@@ -29,6 +30,7 @@ import psutil
 import pytest
 
 from a3c_graph import launch
+from a3c_graph.progress import read_history
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "launch_cluster.sh"
@@ -613,7 +615,13 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
     assert summary["stop_reason"] == "solved"
     assert summary["mean_return_100"] >= 195 and summary["episodes"] >= 100
     assert summary == json.loads((logdir / "summary.json").read_text())
-    assert any(line.startswith("[") and "steps/s" in line for line in result.stdout.splitlines())
+    # The run's history: every worker's progress writes, the cluster's env steps growing.
+    history = read_history(logdir)
+    assert {row["task"] for row in history} == {0, 1}
+    steps = [row["env_steps"] for row in history if row["state"] != "starting"]
+    assert steps and steps[-1] == summary["env_steps"] and steps == sorted(steps)
+    assert any(row["entropy"] is not None and 0 < row["entropy"] <= math.log(2)
+               for row in history)
     assert summary["env_steps_per_sec"] > 0
     assert 0 < summary["startup_seconds"] < summary["wall_seconds"]
     records = launch.read_pid_files(logdir)
@@ -631,6 +639,25 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
     assert evaluation["episodes"] == 3
     assert evaluation["checkpoint"].startswith(str(logdir))
     assert evaluation["mean_return"] > 100, evaluation
+
+    # TensorBoard (installed with the project) finds the curves the README lists, per worker.
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    for task in (0, 1):
+        events = EventAccumulator(str(logdir / "tb" / f"worker_{task}"))
+        events.Reload()
+        tags = set(events.Tags()["scalars"])
+        assert TENSORBOARD_TAGS <= tags, sorted(TENSORBOARD_TAGS - tags)
+        returns = events.Scalars("episode/cluster_mean_return_100")
+        assert returns and returns[-1].value > 22  # random play averages about 22
+
+
+# The scalars the README documents for TensorBoard.
+TENSORBOARD_TAGS = {
+    "episode/return", "episode/length", "episode/cluster_mean_return_100", "loss/loss",
+    "loss/policy_loss", "loss/value_loss", "loss/entropy", "loss/grad_norm",
+    "perf/env_steps_per_sec", "perf/queue_size", "train/learning_rate",
+}
 
 
 @pytest.mark.e2e

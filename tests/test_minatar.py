@@ -1,0 +1,115 @@
+"""MinAtar through the minatar package: registration, the transposed observations, the
+minatar preset and its small CNN, and a short 2-worker Breakout run through the launcher.
+
+Needs minatar (make installs it: pip install --no-deps minatar==1.0.15); without it every
+test here is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("minatar", reason="minatar is not installed: "
+                                      "pip install --no-deps minatar==1.0.15")
+
+from a3c_graph.config import config_to_argv, resolve_config, resolve_policy  # noqa: E402
+from a3c_graph.envs import EnvBatch, env_info, make_env  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+BREAKOUT = "MinAtar/Breakout-v1"
+
+
+@pytest.mark.parametrize("env_id, channels, actions", [
+    ("MinAtar/Breakout-v1", 4, 3), ("MinAtar/Asterix-v1", 4, 5), ("MinAtar/Freeway-v1", 7, 3),
+    ("MinAtar/Seaquest-v1", 10, 6), ("MinAtar/SpaceInvaders-v1", 6, 4),
+])
+def test_every_game_is_registered_with_channels_first_bool_observations(env_id, channels,
+                                                                         actions):
+    info = env_info(env_id)
+    assert info.obs_shape == (channels, 10, 10)
+    assert info.obs_dtype == np.bool_
+    assert info.num_actions == actions  # the -v1 ids' minimal action sets
+    assert info.frame_skip == 1
+
+
+def test_observations_are_minatars_state_with_the_channels_moved_first():
+    env = make_env(BREAKOUT)
+    try:
+        obs, _ = env.reset(seed=3)
+        raw = env.unwrapped.game.state()  # [10, 10, C], channels last
+        assert obs.shape == (4, 10, 10) and obs.dtype == np.bool_
+        np.testing.assert_array_equal(obs, np.moveaxis(raw, -1, 0))
+        assert obs.sum() > 0  # the paddle, the ball and the bricks are on the board
+    finally:
+        env.close()
+
+
+def test_env_batch_steps_bool_boards_and_counts_bricks_as_reward():
+    batch = EnvBatch(BREAKOUT, 4, seed=0)
+    try:
+        returns, done = 0.0, 0
+        for _ in range(400):
+            step = batch.step(np.random.default_rng(0).integers(0, 3, 4))
+            assert step.next_obs.shape == (4, 4, 10, 10) and step.next_obs.dtype == np.bool_
+            returns += float(step.episode_return.sum())
+            done += int(np.logical_or(step.terminated, step.truncated).sum())
+        assert done > 0  # random play loses the ball
+        assert returns >= 0
+    finally:
+        batch.close()
+
+
+def test_minatar_ids_pick_the_minatar_preset_and_its_small_cnn():
+    config = resolve_config({"env": BREAKOUT})
+    assert config.conv_filters == (16,) and config.conv_stride == 1
+    assert config.hidden_sizes == (128,)
+    assert config.max_steps == 5_000_000
+    assert config.target_return == math.inf  # no target: the score at the budget counts
+    assert resolve_policy(config.policy, env_info(BREAKOUT).obs_shape) == ("cnn", False)
+    # The launcher forwards only what differs from the preset, so tasks resolve the same.
+    assert config_to_argv(config) == ["--env=MinAtar/Breakout-v1"]
+
+
+def test_the_minatar_cnn_has_one_3x3_convolution_of_16_filters_then_128_units():
+    import tensorflow as tf
+
+    from a3c_graph.model import build_network
+
+    config = resolve_config({"env": BREAKOUT})
+    with tf.Graph().as_default():
+        network = build_network((4, 10, 10), 3, config, "net")
+        shapes = [tuple(v.shape.as_list()) for v in network.variables]
+    # stride 1, SAME padding: 10 x 10 x 16 features into the 128-unit layer
+    assert shapes == [(3, 3, 4, 16), (16,), (1600, 128), (128,), (128, 3), (3,), (128, 1), (1,)]
+
+
+@pytest.mark.e2e
+def test_two_worker_breakout_run_through_the_launcher_then_evaluated(tmp_path):
+    logdir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    result = subprocess.run(
+        [str(REPO / "scripts" / "launch_cluster.sh"), "--env", BREAKOUT, "--workers", "2",
+         "--max-steps", "20000", "--max-seconds", "120", "--logdir", str(logdir)],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "target return none (runs to its budget)" in result.stdout
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary == json.loads((logdir / "summary.json").read_text())
+    assert summary["env"] == BREAKOUT and summary["target_return"] is None
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 20000, summary
+    assert summary["solved"] is False and summary["episodes"] > 0
+
+    played = subprocess.run(
+        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "2"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)})
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
