@@ -139,15 +139,54 @@ def make_env(env_id: str, render_mode: str | None = None, *,
                                  grayscale_obs=True, scale_obs=False)
         env = FrameStackObservation(env, ATARI_FRAME_STACK)
     elif is_minatar(env_id):
-        env = gym.make(env_id, render_mode=render_mode)
+        # minatar renders rgb frames through seaborn, which it does not install: MinAtarFrames.
+        env = gym.make(env_id)
         height, width, channels = env.observation_space.shape
         env = gym.wrappers.TransformObservation(
             env, lambda obs: np.ascontiguousarray(np.moveaxis(obs, -1, 0)),
             gym.spaces.Box(0, 1, (channels, height, width), bool))
+        if render_mode == "rgb_array":
+            env = MinAtarFrames(env)
     else:
         env = gym.make(env_id, render_mode=render_mode)
     _check_spaces(env_id, env)
     return env
+
+
+class MinAtarFrames(gym.Wrapper):
+    """rgb_array frames of a MinAtar board: each of the C object channels in its own colour
+    (a later channel over an earlier one), each cell a MINATAR_CELL-pixel square."""
+
+    MINATAR_CELL = 16
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.metadata = {**env.metadata, "render_fps": 15}
+        self._obs = None
+        channels = env.observation_space.shape[0]
+        hues = np.linspace(0.0, 1.0, channels, endpoint=False)
+        # An evenly spaced, bright colour per channel (no plotting library needed).
+        self._colours = np.stack([128 + 127 * np.cos(2 * np.pi * (hues + k / 3))
+                                  for k in range(3)], axis=1).astype(np.uint8)
+
+    @property
+    def render_mode(self) -> str:
+        return "rgb_array"
+
+    def reset(self, **kwargs):
+        self._obs, info = self.env.reset(**kwargs)
+        return self._obs, info
+
+    def step(self, action):
+        result = self.env.step(action)
+        self._obs = result[0]
+        return result
+
+    def render(self):
+        board = np.zeros((*self._obs.shape[1:], 3), np.uint8)
+        for channel, colour in zip(self._obs, self._colours):
+            board[channel] = colour
+        return board.repeat(self.MINATAR_CELL, axis=0).repeat(self.MINATAR_CELL, axis=1)
 
 
 def _check_spaces(env_id: str, env: gym.Env) -> None:

@@ -27,6 +27,7 @@ from a3c_graph.config import A3CConfig  # noqa: E402
 from a3c_graph.progress import ProgressFile, Totals, read_progress, run_totals  # noqa: E402
 from benchmarks import run as bench_run  # noqa: E402
 from benchmarks import runtime  # noqa: E402
+from tests import ground_truth  # noqa: E402
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 HAS_ALE = importlib.util.find_spec("ale_py") is not None
@@ -243,79 +244,118 @@ def test_tf2_variant_bad_flags_end_in_one_line(tmp_path, flags, words):
     assert not (tmp_path / "run").exists()
 
 
-# --------------------------------------------------------------------------- TF2 == graph
+# --------------------------------------------------------------------------- TF2 variants' learner
 
-def assert_tf2_equals_graph(config: A3CConfig, rollout: dict) -> None:
-    """Same weights in, same outputs and same clipped gradients out, as the graph worker's
-    local network and learner_loss compute them."""
-    import tensorflow as tf
+# The TF2 variants call the graph's own learner_loss: comparing their loss or gradients with the
+# graph's would compare learner_loss with itself and pass with any bug in it. So the networks
+# are compared with the graph's (same weights, same outputs), and the loss and the clipped
+# gradients a TF2 worker sends with the NumPy ground truth of tests/ground_truth.py.
 
-    from a3c_graph import losses
-    from a3c_graph.agent import learner_loss
-    from a3c_graph.envs import env_info, env_options
-    from a3c_graph.model import build_network
-    from benchmarks import tf2_common
-
-    info = env_info(config.env, **env_options(config))
-    with tf.Graph().as_default():
-        network = build_network(info.obs_shape, info.num_actions, config, "graph")
-        inputs = {k: tf.constant(v) for k, v in rollout.items()}
-        loss, _ = learner_loss(network, inputs, config)
-        clipped, _ = losses.clip_by_global_norm(tf.gradients(loss, network.variables),
-                                                config.grad_clip_norm)
-        logits, values = network(inputs["obs"][0])
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            weights, graph_grads, graph_logits, graph_values = session.run(
-                [network.variables, clipped, logits, values])
-
-    model = tf2_common.build_model(info, config)
-    assert type(model).__mro__[1:] == (tf2_common._EagerWeights, type(network),
-                                       *type(network).__mro__[1:])
-    assert [w.shape for w in model.get_weights()] == [w.shape for w in weights]
-    model.set_weights(weights)
-    tf2_logits, tf2_values = model(rollout["obs"][0])
-    np.testing.assert_allclose(tf2_logits.numpy(), graph_logits, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(tf2_values.numpy(), graph_values, rtol=1e-5, atol=1e-6)
-    tf2_grads, parts = tf2_common.make_gradient_step(model, config, info)(
-        {k: rollout[k] for k in tf2_common.LEARNER_KEYS})
-    assert len(tf2_grads) == len(graph_grads)
-    for got, expected in zip(tf2_grads, graph_grads):
-        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-6)
-    assert set(parts) >= {"loss", "grad_norm", "policy_loss", "value_loss", "entropy"}
-
-
-def random_rollout(config: A3CConfig, obs_shape: tuple, obs_dtype, num_actions: int) -> dict:
+def consistent_rollout(config: A3CConfig, obs_shape: tuple, obs_dtype, num_actions: int) -> dict:
+    """Random [T, B] fields in which next_obs[t] is obs[t + 1] unless an episode ended at t,
+    as in every recorded rollout (the cnn learner relies on it: values_of_next_obs). Env 0
+    is truncated at t = 1 and the last env terminates at t = 2, whatever else is drawn."""
     T, B = config.rollout_length, config.envs_per_worker
     rng = np.random.default_rng(0)
     if np.dtype(obs_dtype) == np.uint8:
         observations = lambda: rng.integers(0, 256, size=(T, B, *obs_shape), dtype=np.uint8)  # noqa: E731
     else:
         observations = lambda: rng.normal(size=(T, B, *obs_shape)).astype(obs_dtype)  # noqa: E731
-    return {"obs": observations(), "next_obs": observations(),
-            "actions": rng.integers(0, num_actions, size=(T, B)).astype(np.int32),
-            "rewards": rng.normal(size=(T, B)).astype(np.float32),
-            "terminated": rng.random((T, B)) < 0.2, "truncated": rng.random((T, B)) < 0.1}
+    rollout = {"obs": observations(), "next_obs": observations(),
+               "actions": rng.integers(0, num_actions, size=(T, B)).astype(np.int32),
+               "rewards": (2.0 * rng.normal(size=(T, B))).astype(np.float32),
+               "terminated": rng.random((T, B)) < 0.2, "truncated": rng.random((T, B)) < 0.1}
+    rollout["terminated"][1, 0], rollout["truncated"][1, 0] = False, True
+    rollout["terminated"][2, -1] = True
+    goes_on = ~(rollout["terminated"] | rollout["truncated"])[:-1]
+    rollout["next_obs"][:-1][goes_on] = rollout["obs"][1:][goes_on]
+    return rollout
 
 
-def test_tf2_network_and_gradients_equal_the_graph_variants():
-    config = A3CConfig(rollout_length=5, envs_per_worker=3, hidden_sizes=(8, 6))
-    assert_tf2_equals_graph(config, random_rollout(config, (4,), np.float32, 2))
+def tf2_model_like_the_graphs(config: A3CConfig, rollout: dict):
+    """The TF2 variants' network for config, holding the weights of the graph worker's network
+    (model.build_network); asserts that both give the same logits and values on every
+    observation of `rollout`. Returns (the TF2 model, the env's info, and the graph network's
+    logits [T, B, A], V(s_t) [T, B] and V(s_{t+1}) [T, B] on the rollout)."""
+    import tensorflow as tf
+
+    from a3c_graph.envs import env_info, env_options
+    from a3c_graph.model import build_network
+    from benchmarks import tf2_common
+
+    T, B = config.rollout_length, config.envs_per_worker
+    info = env_info(config.env, **env_options(config))
+    flat = {key: rollout[key].reshape(T * B, *info.obs_shape) for key in ("obs", "next_obs")}
+    with tf.Graph().as_default():
+        network = build_network(info.obs_shape, info.num_actions, config, "graph")
+        outputs = [network(tf.constant(flat[key])) for key in ("obs", "next_obs")]
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            weights, graph_outputs = session.run([network.variables, outputs])
+
+    model = tf2_common.build_model(info, config)
+    assert type(model).__mro__[1:] == (tf2_common._EagerWeights, type(network),
+                                       *type(network).__mro__[1:])
+    assert [w.shape for w in model.get_weights()] == [w.shape for w in weights]
+    model.set_weights(weights)
+    for key, (graph_logits, graph_values) in zip(("obs", "next_obs"), graph_outputs):
+        tf2_logits, tf2_values = model(flat[key])
+        np.testing.assert_allclose(tf2_logits.numpy(), graph_logits, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(tf2_values.numpy(), graph_values, rtol=1e-5, atol=1e-6)
+    (logits, values), (_, next_values) = graph_outputs
+    return model, info, logits.reshape(T, B, -1), values.reshape(T, B), next_values.reshape(T, B)
+
+
+def tf2_gradient_step(model, config: A3CConfig, info, rollout: dict):
+    """(clipped gradients, loss parts) of one rollout, as a TF2 worker computes them."""
+    from benchmarks import tf2_common
+
+    gradients, parts = tf2_common.make_gradient_step(model, config, info)(
+        {key: rollout[key] for key in tf2_common.LEARNER_KEYS})
+    assert set(parts) >= {"loss", "grad_norm", "policy_loss", "value_loss", "entropy"}
+    return [g.numpy() for g in gradients], {key: float(value) for key, value in parts.items()}
+
+
+def assert_loss_is_the_ground_truth(parts: dict, want: dict) -> None:
+    for key, truth in (("loss", "total"), ("policy_loss", "policy_loss"),
+                       ("value_loss", "value_loss"), ("entropy", "entropy")):
+        np.testing.assert_allclose(parts[key], want[truth], rtol=5e-5, atol=1e-6, err_msg=key)
+
+
+def test_tf2_network_is_the_graphs_and_its_loss_and_clipped_gradients_the_ground_truth():
+    # A clip norm the gradients exceed, so that the clipping is checked too.
+    config = A3CConfig(rollout_length=5, envs_per_worker=3, hidden_sizes=(8, 6),
+                       grad_clip_norm=0.05)
+    rollout = consistent_rollout(config, (4,), np.float32, 2)
+    model, info, *_ = tf2_model_like_the_graphs(config, rollout)
+    gradients, parts = tf2_gradient_step(model, config, info, rollout)
+
+    weights = {v.name.rsplit(":", 1)[0]: v.numpy() for v in model.variables}
+    assert_loss_is_the_ground_truth(parts, ground_truth.mlp_loss(weights, rollout, config))
+    semi_gradient = ground_truth.mlp_semi_gradient(weights, rollout, config)
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in semi_gradient.values()))
+    assert norm > 2 * config.grad_clip_norm
+    np.testing.assert_allclose(parts["grad_norm"], norm, rtol=1e-3)
+    want = ground_truth.clipped(semi_gradient, config.grad_clip_norm)
+    assert len(gradients) == len(model.variables) == len(want)
+    for variable, gradient in zip(model.variables, gradients):  # in model.variables order
+        name = variable.name.rsplit(":", 1)[0]
+        np.testing.assert_allclose(gradient, want[name], rtol=1e-3, atol=1e-6, err_msg=name)
 
 
 @needs_ale
-def test_tf2_cnn_network_and_gradients_equal_the_graph_variants():
+def test_tf2_cnn_network_is_the_graphs_and_its_loss_the_ground_truth():
     from a3c_graph.config import resolve_config
 
-    # The atari preset (raw n-step advantages) with a smaller dense layer; one env ends an
-    # episode mid-rollout, so the learner also evaluates a final observation.
+    # The atari preset (raw n-step advantages, clipped rewards) with a smaller dense layer;
+    # episodes end mid-rollout, so the learner also evaluates final observations.
     config = resolve_config({"env": PONG, "rollout_length": 4, "envs_per_worker": 2,
                              "hidden_sizes": (16,)})
-    rollout = random_rollout(config, (4, 84, 84), np.uint8, 6)
-    rollout["terminated"][:] = False
-    rollout["truncated"][:] = False
-    rollout["terminated"][1, 0] = True
-    assert_tf2_equals_graph(config, rollout)
+    rollout = consistent_rollout(config, (4, 84, 84), np.uint8, 6)
+    model, info, logits, values, next_values = tf2_model_like_the_graphs(config, rollout)
+    _, parts = tf2_gradient_step(model, config, info, rollout)
+    assert_loss_is_the_ground_truth(
+        parts, ground_truth.loss(logits, values, next_values, rollout, config))
 
 
 # --------------------------------------------------------------------------- smoke runs

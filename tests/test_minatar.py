@@ -52,6 +52,21 @@ def test_observations_are_minatars_state_with_the_channels_moved_first():
         env.close()
 
 
+def test_rgb_frames_show_the_board_without_seaborn_for_recording():
+    env = make_env(BREAKOUT, render_mode="rgb_array")
+    try:
+        obs, _ = env.reset(seed=0)
+        frame = env.render()
+        assert frame.shape == (160, 160, 3) and frame.dtype == np.uint8
+        # Every occupied cell is coloured, every empty one black.
+        occupied = obs.any(axis=0).repeat(16, axis=0).repeat(16, axis=1)
+        assert (frame.max(axis=2) > 0).tolist() == occupied.tolist()
+        obs, *_ = env.step(1)
+        assert env.render().shape == (160, 160, 3)
+    finally:
+        env.close()
+
+
 def test_env_batch_steps_bool_boards_and_counts_bricks_as_reward():
     batch = EnvBatch(BREAKOUT, 4, seed=0)
     try:

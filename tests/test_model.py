@@ -311,3 +311,57 @@ def test_packed_transfers_give_every_tensor_its_own_values_dtype_and_shape():
                 np.testing.assert_array_equal(got[4], np.arange(length, dtype=np.float32))
     for value, got in zip(values, got_pulled):
         np.testing.assert_array_equal(got, value)
+
+
+# --------------------------------------------------------------------------- local and global
+
+# The learner computes gradients on the local copy and applies them to the globals, and the
+# local copy is refreshed from the globals, both by position in network.variables: the two
+# lists must name the same layers in the same order.
+PAIRED_NETWORKS = [
+    ("mlp", (4,), {}),
+    ("cnn", (2, 12, 12), {"conv_filters": (4, 6), "hidden_sizes": (8,)}),
+    ("lstm", (4,), {"lstm_size": 8}),
+    ("lstm", (2, 12, 12), {"conv_filters": (4,), "hidden_sizes": (8,), "lstm_size": 8}),
+]
+
+
+@pytest.mark.parametrize("policy, obs_shape, settings", PAIRED_NETWORKS,
+                         ids=["mlp", "cnn", "lstm-mlp", "lstm-cnn"])
+def test_local_and_global_variables_pair_up_by_name_in_order(policy, obs_shape, settings):
+    from a3c_graph.model import sync_op
+
+    config = resolve_config({"policy": policy, **settings})
+    global_net = build_network(obs_shape, 3, config, "global")
+    local_net = build_network(obs_shape, 3, config, "local", local=True)
+
+    def in_scope(network, scope):
+        names = [v.name for v in network.variables]
+        assert all(name.startswith(f"{scope}/") for name in names), names
+        return [name.split("/", 1)[1] for name in names]
+
+    global_names, local_names = in_scope(global_net, "global"), in_scope(local_net, "local")
+    assert local_names == global_names
+    assert len(set(global_names)) == len(global_names)
+    assert ([v.shape.as_list() for v in local_net.variables]
+            == [v.shape.as_list() for v in global_net.variables])
+    # Every variable of each network is in the pairing: the trainable globals, the local
+    # copy's (never saved, never trained directly) local variables.
+    assert {v.name for v in global_net.variables} == {v.name for v in tf1.trainable_variables()}
+    assert {v.name for v in local_net.variables} == {
+        v.name for v in tf1.local_variables() if v.name.startswith("local/")}
+
+    # Synced by position, the local copy then computes what the globals compute.
+    obs = tf.constant(images([3, *obs_shape]) if len(obs_shape) > 1
+                      else np.random.RandomState(0).normal(size=[3, *obs_shape]), tf.float32)
+    if global_net.recurrent:
+        state = tf.constant(np.random.RandomState(1).normal(size=[3, 2, 8]), tf.float32)
+        outputs = [net.step(obs, state) for net in (global_net, local_net)]
+    else:
+        outputs = [net(obs) for net in (global_net, local_net)]
+    with tf1.Session() as session:
+        session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+        session.run(sync_op(local_net, global_net))
+        got_global, got_local = session.run(outputs)
+    for want, got in zip(got_global, got_local):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

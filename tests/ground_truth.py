@@ -1,0 +1,143 @@
+"""A slow NumPy ground truth for the loss a worker learns from (agent.learner_loss).
+
+Written from the definitions, in float64, sharing no code with the implementation:
+
+  delta_t = r_t + gamma (1 - terminated_t) V(s_{t+1}) - V(s_t)
+  A_t     = sum_l (gamma lam)^l delta_{t+l}, up to the step that ends the episode or rollout
+  G_t     = A_t + V(s_t)
+  total   = -mean(log pi(a_t|s_t) A'_t) + c_v 0.5 mean((G_t - V(s_t))^2) - c_e mean(H(pi(.|s_t)))
+
+A'_t is A_t normalized over the rollout under --normalize-advantages; under --clip-rewards r_t
+is replaced by its sign. A_t, A'_t and G_t are targets: the gradient holds them constant.
+
+The loss is computed from a network's outputs (logits [T, B, A], V(s_t) and V(s_{t+1}) [T, B]),
+so any network can be checked with it; mlp_outputs is the forward pass of an
+a3c_graph.model.ActorCriticMLP from its weights, looked up by name ("policy/fc0/weights", ...).
+Shapes are time-major as in a3c_graph.rollout: T steps of B envs.
+
+Used by tests/test_agent.py (the graph's learner) and tests/test_benchmarks.py (the TF2 variants).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NORMALIZE_EPSILON = 1e-8  # losses.normalize's
+
+
+def mlp_tower(weights: dict, tower: str, x):
+    """x [..., D] through the layers fc0, fc1, ... of `tower` ("policy" or "value"): tanh
+    after each but the last."""
+    x = np.asarray(x, np.float64)
+    num_layers = sum(1 for name in weights
+                     if name.startswith(f"{tower}/") and name.endswith("/weights"))
+    for i in range(num_layers):
+        x = x @ weights[f"{tower}/fc{i}/weights"] + weights[f"{tower}/fc{i}/biases"]
+        if i < num_layers - 1:
+            x = np.tanh(x)
+    return x
+
+
+def mlp_forward(weights: dict, obs):
+    """logits [..., A] and values V(s) [...] of observations [..., D] of the MLP."""
+    return mlp_tower(weights, "policy", obs), mlp_tower(weights, "value", obs)[..., 0]
+
+
+def mlp_outputs(weights: dict, rollout: dict):
+    """(logits [T, B, A], V(s_t) [T, B], V(s_{t+1}) [T, B]) of the MLP on a rollout."""
+    logits, values = mlp_forward(weights, rollout["obs"])
+    _, next_values = mlp_forward(weights, rollout["next_obs"])
+    return logits, values, next_values
+
+
+def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+    """A_t in the forward view, each env on its own. [T, B] -> [T, B]."""
+    num_steps, batch_size = rewards.shape
+    advantages = np.zeros((num_steps, batch_size))
+    for b in range(batch_size):
+        for t in range(num_steps):
+            total, weight, k = 0.0, 1.0, t
+            while True:
+                value_after = 0.0 if terminated[k, b] else next_values[k, b]
+                total += weight * (rewards[k, b] + gamma * value_after - values[k, b])
+                if terminated[k, b] or truncated[k, b] or k == num_steps - 1:
+                    break  # the episode or the rollout ends at k
+                weight *= gamma * lam
+                k += 1
+            advantages[t, b] = total
+    return advantages
+
+
+def targets(values, next_values, rollout: dict, config) -> dict[str, np.ndarray]:
+    """What the loss holds constant, [T, B]: the advantages A_t, the returns G_t and the
+    advantages the policy term uses, A'_t (normalized or raw)."""
+    rewards = np.asarray(rollout["rewards"], np.float64)
+    if config.clip_rewards:
+        rewards = np.sign(rewards)
+    advantages = gae(rewards, values, next_values, rollout["terminated"], rollout["truncated"],
+                     config.gamma, config.gae_lambda)
+    policy_advantages = advantages
+    if config.normalize_advantages:
+        policy_advantages = ((advantages - advantages.mean())
+                             / (advantages.std() + NORMALIZE_EPSILON))
+    return {"advantages": advantages, "returns": advantages + values,
+            "policy_advantages": policy_advantages}
+
+
+def a3c_loss(logits, values, held: dict, actions, config) -> dict[str, float]:
+    """The total loss and its parts from logits [T, B, A], V(s_t) [T, B] and the targets."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    log_pi = np.take_along_axis(log_p, np.asarray(actions, int)[..., None], -1)[..., 0]
+    policy_loss = -np.mean(log_pi * held["policy_advantages"])
+    value_loss = 0.5 * np.mean((held["returns"] - values) ** 2)
+    entropy = np.mean(-np.sum(np.exp(log_p) * log_p, axis=-1))
+    total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+    return {"total": total, "policy_loss": policy_loss, "value_loss": value_loss,
+            "entropy": entropy}
+
+
+def loss(logits, values, next_values, rollout: dict, config) -> dict[str, float]:
+    """The A3C loss of a rollout from a network's outputs on it."""
+    held = targets(values, next_values, rollout, config)
+    return a3c_loss(logits, values, held, rollout["actions"], config)
+
+
+def mlp_loss(weights: dict, rollout: dict, config) -> dict[str, float]:
+    return loss(*mlp_outputs(weights, rollout), rollout, config)
+
+
+def mlp_semi_gradient(weights: dict, rollout: dict, config, eps: float = 1e-5) -> dict:
+    """d total / d weights of the MLP by central differences, the targets held at their values
+    for `weights` (A3C's semi-gradient). {name: array of the weight's shape}."""
+    weights = {name: np.asarray(value, np.float64) for name, value in weights.items()}
+    _, values, next_values = mlp_outputs(weights, rollout)
+    held = targets(values, next_values, rollout, config)
+
+    def total(moved_weights):
+        logits, values = mlp_forward(moved_weights, rollout["obs"])
+        return a3c_loss(logits, values, held, rollout["actions"], config)["total"]
+
+    gradients = {}
+    for name, value in weights.items():
+        gradient = np.zeros_like(value)
+        for index in np.ndindex(value.shape):
+            up, down = value.copy(), value.copy()
+            up[index] += eps
+            down[index] -= eps
+            gradient[index] = (total({**weights, name: up})
+                               - total({**weights, name: down})) / (2 * eps)
+        gradients[name] = gradient
+    return gradients
+
+
+def clipped(gradients: dict, clip_norm: float) -> dict:
+    """The gradients scaled together to a global norm of at most clip_norm."""
+    norm = np.sqrt(sum(np.sum(g ** 2) for g in gradients.values()))
+    return {name: g * min(1.0, clip_norm / norm) for name, g in gradients.items()}
+
+
+def softmax(logits):
+    shifted = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
