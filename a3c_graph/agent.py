@@ -119,7 +119,7 @@ class WorkerGraph:
 
 
 def learning_rate_scale(env_steps, max_steps: int):
-    """1 - env_steps / max_steps, floored at 0: the linear annealing of A3C's learning rate.
+    """1 - env_steps / max_steps, floored at 0: A3CConfig.learning_rate_at in the graph.
     env_steps: the cluster's env step counter (int64 scalar) -> float32 scalar."""
     done = tf.cast(env_steps.read_value(), tf.float64) / float(max_steps)
     return tf.cast(tf.maximum(1.0 - done, 0.0), tf.float32)

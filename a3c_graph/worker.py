@@ -158,13 +158,6 @@ class Progress:
     def due(self) -> bool:
         return self.file.due()
 
-    def learning_rate(self) -> float:
-        """The rate the ps applied the last update with (agent.learning_rate_scale)."""
-        rate = self.config.learning_rate
-        if self.config.anneal_learning_rate:
-            rate *= max(0.0, 1.0 - int(self.fetched["env_steps"]) / self.config.max_steps)
-        return rate
-
     def write(self, state: str, stop_reason: str | None = None) -> None:
         self.file.write(state, stop_reason)
         if self.fetched:
@@ -174,7 +167,8 @@ class Progress:
         import tensorflow as tf
 
         values = {"perf/env_steps_per_sec": self.file.steps_per_sec,
-                  "train/learning_rate": self.learning_rate()}
+                  "train/learning_rate": self.config.learning_rate_at(
+                      int(self.fetched["env_steps"]))}
         if self.returns:
             values["episode/return"] = sum(self.returns) / len(self.returns)
             values["episode/length"] = sum(self.lengths) / len(self.lengths)

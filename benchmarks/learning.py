@@ -147,11 +147,14 @@ def judge(curve: Curve, task: Task) -> dict[str, Any]:
         "lowest_entropy": min(entropies, default=None),
     }
     if task.floor is not None:
-        after = range(first, len(curve.seconds)) if first is not None else range(0)
-        lowest = min((curve.lowest_return[i] for i in after), default=None)
-        # Time below the target after first reaching it: the intervals that end below it.
+        # The readings after the first that reached the target (whose own interval's lowest
+        # reading still belongs to the climb).
+        after = range(first + 1, len(curve.seconds)) if first is not None else range(0)
+        lowest = min([curve.mean_return[first]] + [curve.lowest_return[i] for i in after]
+                     ) if first is not None else None
+        # Time below the target after first reaching it: the intervals with a reading below.
         below = sum(curve.seconds[i] - curve.seconds[i - 1] for i in after
-                    if i > first and curve.lowest_return[i] < task.target)
+                    if curve.lowest_return[i] < task.target)
         result.update({
             "lowest_mean_after_target": lowest,
             "seconds_below_target_after": round(float(below), 1) if first is not None else None,

@@ -242,9 +242,12 @@ class ParameterHolder:
         tf.random.set_seed(config.seed)
         self.device = device
         info = info or env_info(config.env, **env_options(config))
+        self.config = config
         with tf.device(device):
             self.model = build_model(info, config)
-            self.optimizer = tf1.train.AdamOptimizer(config.learning_rate,
+            # A variable, so the traced update reads the annealed rate of each step.
+            self.learning_rate = tf.Variable(config.learning_rate, trainable=False)
+            self.optimizer = tf1.train.AdamOptimizer(self.learning_rate,
                                                      epsilon=config.adam_epsilon)
         specs = [tf.TensorSpec(v.shape, v.dtype) for v in self.model.variables]
         # Adam's slots are created on the first (only) trace, which tf.function allows.
@@ -253,8 +256,11 @@ class ParameterHolder:
     def _apply_gradients(self, gradients):
         self.optimizer.apply_gradients(zip(gradients, self.model.variables))
 
-    def apply_gradients(self, gradients: Sequence[np.ndarray]) -> None:
+    def apply_gradients(self, gradients: Sequence[np.ndarray], env_steps: int) -> None:
+        """Apply one update, at the learning rate of `env_steps` env steps so far (the
+        global count before this update's steps, as on the graph variant's ps)."""
         with tf.device(self.device):
+            self.learning_rate.assign(self.config.learning_rate_at(env_steps))
             self._apply(list(gradients))
 
     def get_weights(self) -> list[np.ndarray]:

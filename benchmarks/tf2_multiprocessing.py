@@ -86,7 +86,7 @@ def parameter_server_main(config: A3CConfig, num_workers: int, gpus: Sequence[st
             continue
         # Gradients that arrive after the decision to stop are not applied.
         if stats.stop_reason is None:
-            holder.apply_gradients(message.gradients)
+            holder.apply_gradients(message.gradients, stats.env_steps)
             stats.record(message.env_steps, message.finished_returns)
             stats.check_stop()
         if stats.stop_reason is not None:

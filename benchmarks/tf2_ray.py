@@ -68,7 +68,7 @@ class ParameterActor:
                         finished_returns: list[float]) -> dict[str, Any]:
         """Apply one rollout's gradients unless the run is stopping; the counters after it."""
         if self.stats.stop_reason is None:
-            self.holder.apply_gradients(gradients)
+            self.holder.apply_gradients(gradients, self.stats.env_steps)
             self.stats.record(env_steps, finished_returns)
             self.stats.check_stop()
         return {**self.stats.snapshot(), "stop_reason": self.stats.stop_reason}

@@ -24,7 +24,7 @@ def test_no_flags_parse_to_the_defaults():
     assert config == A3CConfig()
     assert config.hidden_sizes == (64, 64)
     assert config.target_return is None
-    assert config.normalize_advantages is True
+    assert config.normalize_advantages is False and config.adam_epsilon == 0.1
 
 
 def test_every_field_has_a_flag_with_its_help():
@@ -86,7 +86,7 @@ def test_config_to_argv_round_trips_a_non_default_config():
     config = A3CConfig(
         env="Acrobot-v1", seed=-3, envs_per_worker=4, rollout_length=5, gamma=0.9,
         gae_lambda=1.0, learning_rate=3e-4, entropy_coef=0.0, hidden_sizes=(32, 16),
-        normalize_advantages=False, max_steps=1000, max_seconds=60.5,
+        normalize_advantages=True, max_steps=1000, max_seconds=60.5,
         target_return=-1e-05, intra_op_threads=0)
     argv = config_to_argv(config)
 
@@ -176,7 +176,7 @@ def test_atari_preset_is_picked_for_ale_ids_and_fills_only_the_flags_not_given()
 def test_atari_preset_can_be_asked_for_on_any_env_and_cartpole_preset_on_atari():
     assert parse(["--preset", "atari"]).hidden_sizes == (256,)
     pong = parse(["--env", "ALE/Pong-v5", "--preset", "cartpole", "--target-return", "0"])
-    assert pong.hidden_sizes == (64, 64) and pong.learning_rate == 1e-3
+    assert pong.hidden_sizes == (64, 64) and pong.learning_rate == 4e-3
 
 
 @pytest.mark.parametrize("argv", [
@@ -214,3 +214,12 @@ def test_validate_names_the_flag_of_a_bad_new_field(field_name, bad_value, messa
     config = dataclasses.replace(A3CConfig(), **{field_name: bad_value})
     with pytest.raises(ValueError, match=re.escape(message)):
         config.validate()
+
+
+def test_the_learning_rate_anneals_linearly_to_zero_over_max_steps():
+    config = A3CConfig(learning_rate=1e-3, max_steps=1000)
+    assert config.anneal_learning_rate  # the default, as in the A3C paper
+    assert [config.learning_rate_at(n) for n in (0, 250, 1000, 5000)] == \
+        pytest.approx([1e-3, 7.5e-4, 0.0, 0.0])
+    constant = dataclasses.replace(config, anneal_learning_rate=False)
+    assert constant.learning_rate_at(900) == 1e-3
