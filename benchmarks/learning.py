@@ -46,7 +46,7 @@ from a3c_graph.envs import env_info, env_options
 from a3c_graph.launch import LaunchError, resolve_target_return
 from a3c_graph.progress import RECENT_EPISODES, read_history
 from benchmarks import runtime
-from benchmarks.run import REPO, RunInterrupted, RunSpec, machine_info, run_one
+from benchmarks.run import REPO, RunInterrupted, RunSpec, _median, machine_info, run_one
 
 PROG = "benchmarks.learning"
 
@@ -199,11 +199,6 @@ def _relative(path: Path, base: Path) -> str:
         return str(path.resolve().relative_to(base.resolve()))
     except ValueError:
         return str(path)
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
 
 
 def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]:

@@ -51,7 +51,11 @@ def mlp_outputs(weights: dict, rollout: dict):
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
-    """A_t in the forward view, each env on its own. [T, B] -> [T, B]."""
+    """A_t in the forward view, each env on its own. [T, B] -> [T, B].
+
+    A_t = sum_l (gamma lam)^l delta_{t+l} over the steps up to and including the one that
+    ends the episode or the rollout, with
+    delta_k = r_k + gamma (1 - terminated_k) V(s_{k+1}) - V(s_k)."""
     num_steps, batch_size = rewards.shape
     advantages = np.zeros((num_steps, batch_size))
     for b in range(batch_size):

@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 from a3c_graph import losses
+from tests.ground_truth import gae as reference_gae
 
 
 def run_in_graph(build):
@@ -51,27 +52,6 @@ def reference_n_step_returns(rewards, terminated, truncated, next_values, gamma)
                 k += 1
             returns[t, b] = total
     return returns
-
-
-def reference_gae(rewards, values, next_values, terminated, truncated, gamma, lam):
-    """A_t = sum_l (gamma lam)^l delta_{t+l} over the steps up to and including the one that
-    ends the episode or the rollout, with
-    delta_k = r_k + gamma (1 - terminated_k) V(s_{k+1}) - V(s_k)."""
-    num_steps, batch_size = rewards.shape
-    advantages = np.zeros((num_steps, batch_size))
-    for b in range(batch_size):
-        for t in range(num_steps):
-            total, weight, k = 0.0, 1.0, t
-            while True:
-                value_after = 0.0 if terminated[k, b] else next_values[k, b]
-                delta = rewards[k, b] + gamma * value_after - values[k, b]
-                total += weight * delta
-                if terminated[k, b] or truncated[k, b] or k == num_steps - 1:
-                    break
-                weight *= gamma * lam
-                k += 1
-            advantages[t, b] = total
-    return advantages
 
 
 def random_rollout(rng, num_steps, batch_size, done_prob=0.25):
