@@ -618,8 +618,11 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
     # The run's history: every worker's progress writes, the cluster's env steps growing.
     history = read_history(logdir)
     assert {row["task"] for row in history} == {0, 1}
-    steps = [row["env_steps"] for row in history if row["state"] != "starting"]
-    assert steps and steps[-1] == summary["env_steps"] and steps == sorted(steps)
+    for task in (0, 1):  # each worker reads the global counters at its own moments
+        steps = [row["env_steps"] for row in history
+                 if row["task"] == task and row["state"] != "starting"]
+        assert steps and steps == sorted(steps), steps
+    assert summary["env_steps"] in {row["env_steps"] for row in history}
     assert any(row["entropy"] is not None and 0 < row["entropy"] <= math.log(2)
                for row in history)
     assert summary["env_steps_per_sec"] > 0
