@@ -133,9 +133,7 @@ class Progress:
         import tensorflow as tf
 
         self.config = config
-        self.learn = config.learn
-        progress_secs = config.progress_secs
-        self.file = ProgressFile(logdir, task, target_return, progress_secs)
+        self.file = ProgressFile(logdir, task, target_return, config.progress_secs)
         self.writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "tb", f"worker_{task}"))
         self.returns: deque = deque(maxlen=RECENT_WINDOW)
         self.lengths: deque = deque(maxlen=RECENT_WINDOW)
@@ -147,7 +145,7 @@ class Progress:
 
     def update(self, fetched: dict) -> None:
         self.fetched = fetched
-        learned = self.learn and not fetched["update_skipped"]
+        learned = self.config.learn and not fetched["update_skipped"]
         self.file.update(fetched, int(fetched["rollout_steps"]),
                          float(fetched["entropy"]) if learned else None)
         self.returns.extend(float(r) for r in fetched["finished_returns"])
