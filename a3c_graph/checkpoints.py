@@ -178,7 +178,7 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     (flag, value there, value here), most telling first.
 
     Variables follow from the env (observation shape, number of actions; ALE's
-    --full-action-space changes the actions), the policy after `auto` is resolved,
+    --full-action-space changes the actions, --screen-size and --frame-stack the shape), the policy after `auto` is resolved,
     --hidden-sizes, --conv-filters and --conv-stride for a cnn torso, and --lstm-size for a
     recurrent policy. Nothing else (learning rate,
     rollout length, envs per worker, ...) changes a variable's name or shape. `obs_shape` is
@@ -187,9 +187,11 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     if there.env != here.env:
         return [("env", there.env, here.env)]
     differences = []
-    if there.env.startswith("ALE/") and there.full_action_space != here.full_action_space:
-        differences.append(("full-action-space", str(there.full_action_space).lower(),
-                            str(here.full_action_space).lower()))
+    if there.env.startswith("ALE/"):
+        for flag in ("full_action_space", "screen_size", "frame_stack"):
+            values = [str(getattr(c, flag)).lower() for c in (there, here)]
+            if values[0] != values[1]:
+                differences.append((flag.replace("_", "-"), *values))
     kinds = [_network_kind(c.policy, obs_shape) for c in (there, here)]
     if kinds[0] != kinds[1]:
         shown = [c.policy if c.policy == kind else f"{c.policy} ({kind})"

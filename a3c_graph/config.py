@@ -49,6 +49,10 @@ class A3CConfig:
         0.25, "ALE sticky actions: probability that the emulator repeats the previous action "
         "on each frame (0 turns them off).")
     full_action_space: bool = _f(False, "ALE: all 18 actions instead of the game's minimal set.")
+    screen_size: int = _f(42, "ALE: observations are grayscale frames of screen_size x "
+                          "screen_size pixels (42 as in universe-starter-agent: a quarter of "
+                          "the convolutions' work of DQN's 84).")
+    frame_stack: int = _f(4, "ALE: the last frame_stack frames make one observation.")
 
     # Acting.
     envs_per_worker: int = _f(
@@ -119,7 +123,7 @@ class A3CConfig:
     def validate(self) -> None:
         """Raise ValueError with one clear sentence for a setting no run can use."""
         positive_ints = ("envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
-                         "max_steps", "lstm_size", "conv_stride")
+                         "max_steps", "lstm_size", "conv_stride", "frame_stack")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")
@@ -141,6 +145,9 @@ class A3CConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"--{_flag(name)} must be a non-negative number, got {value}")
+        if not 8 <= self.screen_size <= 210:
+            raise ValueError(f"--screen-size must be between 8 and 210 pixels, "
+                             f"got {self.screen_size}")
         if not self.hidden_sizes or any(h < 1 for h in self.hidden_sizes):
             raise ValueError(f"--hidden-sizes must be positive widths, got {self.hidden_sizes}")
         if not self.conv_filters or any(f < 1 for f in self.conv_filters):
@@ -159,21 +166,24 @@ class A3CConfig:
 # policy solved (2M-step runs past the target, docs/learning.md); with normalized advantages
 # and epsilon 1e-5 every seed measured fell far below 400 after reaching 475.
 # atari: A3C's Atari settings (Mnih et al. 2016; universe-starter-agent): 20-step rollouts
-# with n-step returns (lambda = 1), Adam at 1e-4, raw advantages (Pong's rewards are sparse:
-# normalizing a batch of near-zero advantages would only amplify noise), one 256-unit layer
-# after the convolutions (and a 256-unit LSTM with --policy lstm), and a budget for a long run.
+# with n-step returns (lambda = 1), raw advantages (Pong's rewards are sparse: normalizing a
+# batch of near-zero advantages would only amplify noise), one 256-unit layer after the
+# convolutions (and a 256-unit LSTM with --policy lstm). Adam at 4e-4: universe-starter-agent's
+# 1e-4 is per update of one env's 20 steps; an update here learns from 4 envs' 20 steps.
+# A budget of 10M agent steps (40M frames, the usual Atari budget), which also sets how fast
+# the learning rate anneals.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": {},
     "atari": {
         "envs_per_worker": 4,
         "rollout_length": 20,
         "gae_lambda": 1.0,
-        "learning_rate": 1e-4,
+        "learning_rate": 4e-4,
         "normalize_advantages": False,
         "adam_epsilon": 1e-5,
         "hidden_sizes": (256,),
         "lstm_size": 256,
-        "max_steps": 20_000_000,
+        "max_steps": 10_000_000,
         "max_seconds": 86_400.0,
         "checkpoint_secs": 120.0,
         "clip_rewards": True,

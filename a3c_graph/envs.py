@@ -7,8 +7,9 @@ truncated episode is bootstrapped from the value of exactly that observation.
 
 Atari (``ALE/`` ids, e.g. ALE/Pong-v5) goes through Gymnasium's own wrappers: the ALE env
 is made with frameskip=1 so that AtariPreprocessing does the frame skip (4, max-pooling the
-last two frames), up to 30 no-op actions at reset, grayscale and the resize to 84x84; then
-FrameStackObservation stacks the last 4 frames. Observations are uint8 [4, 84, 84]
+last two frames), up to 30 no-op actions at reset, grayscale and the resize to
+--screen-size (42x42 by default); then FrameStackObservation stacks the last --frame-stack
+(4) frames. Observations are uint8 [4, 42, 42]
 (frames first, as FrameStackObservation stacks them; the CNN moves them to channels-last
 inside the graph), and stay uint8 through the rollout queue. Sticky actions
 (repeat_action_probability 0.25), the minimal action set and the episode limit of 108,000
@@ -34,8 +35,6 @@ import gymnasium as gym
 import numpy as np
 
 ATARI_FRAME_SKIP = 4
-ATARI_SCREEN_SIZE = 84
-ATARI_FRAME_STACK = 4
 ATARI_NOOP_MAX = 30
 
 
@@ -67,7 +66,8 @@ def is_minatar(env_id: str) -> bool:
 def env_options(config) -> dict:
     """The make_env keyword arguments an A3CConfig sets (they matter for ALE ids only)."""
     return {"repeat_action_probability": config.repeat_action_probability,
-            "full_action_space": config.full_action_space}
+            "full_action_space": config.full_action_space,
+            "screen_size": config.screen_size, "frame_stack": config.frame_stack}
 
 
 def _register_extras(env_id: str) -> None:
@@ -120,8 +120,8 @@ def _spec(env_id: str):
 
 
 def make_env(env_id: str, render_mode: str | None = None, *,
-             repeat_action_probability: float = 0.25, full_action_space: bool = False
-             ) -> gym.Env:
+             repeat_action_probability: float = 0.25, full_action_space: bool = False,
+             screen_size: int = 42, frame_stack: int = 4) -> gym.Env:
     """One env of `env_id`, with the observation and action spaces checked.
 
     For ALE ids: Gymnasium's Atari preprocessing and frame stack (see the module docstring);
@@ -135,9 +135,9 @@ def make_env(env_id: str, render_mode: str | None = None, *,
                        repeat_action_probability=repeat_action_probability,
                        full_action_space=full_action_space)
         env = AtariPreprocessing(env, noop_max=ATARI_NOOP_MAX, frame_skip=ATARI_FRAME_SKIP,
-                                 screen_size=ATARI_SCREEN_SIZE, terminal_on_life_loss=False,
+                                 screen_size=screen_size, terminal_on_life_loss=False,
                                  grayscale_obs=True, scale_obs=False)
-        env = FrameStackObservation(env, ATARI_FRAME_STACK)
+        env = FrameStackObservation(env, frame_stack)
     elif is_minatar(env_id):
         # minatar renders rgb frames through seaborn, which it does not install: MinAtarFrames.
         env = gym.make(env_id)

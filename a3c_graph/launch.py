@@ -276,7 +276,7 @@ def resolve_target_return(config: A3CConfig) -> float:
     from a3c_graph import envs  # imports gymnasium: only when a start is planned
 
     try:
-        info = envs.env_info(config.env)
+        info = envs.env_info(config.env, **envs.env_options(config))
     except envs.EnvError as error:
         raise LaunchError(str(error)) from None
     except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
@@ -467,7 +467,8 @@ def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
     from a3c_graph import envs  # imports gymnasium; env_info is cached from the target check
 
     try:
-        checkpoints.check_logdir_config(str(logdir), config, envs.env_info(config.env).obs_shape)
+        info = envs.env_info(config.env, **envs.env_options(config))
+        checkpoints.check_logdir_config(str(logdir), config, info.obs_shape)
     except checkpoints.CheckpointError as error:
         raise LaunchError(str(error)) from None
 
@@ -915,8 +916,13 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
                   tasks: Sequence[RunningTask], restarts: Mapping[str, int],
                   first_training: float | None = None) -> dict:
     summary, totals = summary_fields(plan.logdir, started)
+    from a3c_graph.envs import ATARI_FRAME_SKIP, is_atari  # gymnasium is imported by now
+
+    # Emulator frames, the unit Atari results are reported in (4 per agent step on ALE ids).
+    frame_skip = ATARI_FRAME_SKIP if is_atari(plan.config.env) else 1
     summary.update({
         "env": plan.config.env,
+        "frames": summary["env_steps"] * frame_skip,
         "workers": len(plan.cluster["worker"]),
         "ps": len(plan.cluster["ps"]),
         "target_return": json_number(plan.config.target_return),

@@ -11,7 +11,7 @@ Three networks, picked by build_network from --policy and the observation shape:
                    then the --hidden-sizes layers, shared by the policy and value heads
   ActorCriticLSTM  the mlp or cnn torso, then an LSTM; its state is carried by the caller
                    (recurrent = True: step(obs, state) and unroll(...) instead of __call__)
-Image observations are [C, H, W] (Atari: uint8 [4, 84, 84], the stacked frames first;
+Image observations are [C, H, W] (Atari: uint8 [4, 42, 42], the stacked frames first;
 MinAtar: bool [C, 10, 10]); they are cast to float (uint8 scaled by 1/255) and moved to
 channels-last inside the graph.
 """

@@ -5,13 +5,17 @@
 For each B, times T-step rollouts (T = the cartpole preset's 32) of:
   env only          EnvBatch.step in a Python loop (Gymnasium's SyncVectorEnv), random actions
   numpy_function    the graph loop with the env step through tf.numpy_function, no policy
-  policy only       the graph loop with the MLP policy and sampling, no env
+  policy only       the graph loop with the policy network and sampling, no env
   graph rollout     a3c_graph.rollout.build_rollout: the real actor op (policy, env step,
                     RolloutRecorder), one session.run per rollout
   tf2 rollout       benchmarks.tf2_common.collect_rollout: the TF2 variants' Python loop,
                     one policy tf.function call per step, the same RolloutRecorder
-No cluster and no learning: the acting path alone, so the per-step overheads can be read
-off against the env's own cost. Prints a markdown table; benchmarks/PERFORMANCE.md quotes it.
+  learner           the learner's forward and backward pass over one T x B rollout (the
+                    network's gradients, no optimizer), per env step
+No cluster and no ps: the acting path and the learner's own compute, so the per-step
+overheads can be read off against the env's own cost. Each env id gets its preset's
+network (ALE ids: the atari preset's cnn on 42x42 frames). Prints a markdown table;
+benchmarks/PERFORMANCE.md quotes it.
 """
 
 from __future__ import annotations
@@ -38,15 +42,16 @@ def _per_step(run, rollouts: int) -> float:
 def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
     import tensorflow as tf
 
-    from a3c_graph.config import A3CConfig
-    from a3c_graph.envs import EnvBatch
+    from a3c_graph.config import resolve_config
+    from a3c_graph.envs import EnvBatch, env_options
     from a3c_graph.model import build_network
     from a3c_graph.rollout import RolloutRecorder, build_rollout, sample_actions
     from benchmarks import tf2_common
 
     tf1 = tf.compat.v1
-    config = A3CConfig(env=env_id, envs_per_worker=B, rollout_length=T)
-    batch = EnvBatch(env_id, B, seed=0)
+    # The env's preset (atari: the 42x42 frames and the cnn of ALE ids), B envs, T steps.
+    config = resolve_config({"env": env_id, "envs_per_worker": B, "rollout_length": T})
+    batch = EnvBatch(env_id, B, seed=0, **env_options(config))
     info = batch.info
     rng = np.random.default_rng(0)
     costs = {}
@@ -100,10 +105,19 @@ def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
     def graph_rollout(network):
         return build_rollout(batch, lambda obs: sample_actions(network(obs)[0]), T)
 
+    def learner(network):
+        # The learner's forward and backward pass over one rollout of T x B observations
+        # (without the bootstrap values of s_T), per env step.
+        obs = tf.constant(np.stack([batch.observe()] * T).reshape(T * B, *info.obs_shape))
+        logits, values = network(obs)
+        loss = tf.reduce_mean(tf.nn.log_softmax(logits)[:, 0]) + tf.reduce_mean(values)
+        return tf.group(tf.gradients(loss, network.variables))
+
     costs["numpy_function"] = in_graph(numpy_function_only)
     costs["policy only"] = in_graph(policy_only)
     costs["graph rollout"] = in_graph(graph_rollout)
     costs["tf2 rollout"] = tf2_cost
+    costs["learner"] = in_graph(learner)
 
     batch.close()
     return costs

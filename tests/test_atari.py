@@ -25,9 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 PONG = "ALE/Pong-v5"
 
 
-def test_pong_observations_are_four_stacked_84x84_grayscale_frames():
+def test_pong_observations_are_four_stacked_42x42_grayscale_frames():
     info = env_info(PONG)
-    assert info.obs_shape == (4, 84, 84)
+    assert info.obs_shape == (4, 42, 42)
     assert info.obs_dtype == np.uint8
     assert info.num_actions == 6  # Pong's minimal action set
     assert info.frame_skip == 4
@@ -44,9 +44,9 @@ def test_preprocessing_is_gymnasiums_with_ale_v5_defaults():
         assert ale_env._frameskip == 1  # the frame skip is AtariPreprocessing's
         assert ale_env.ale.getFloat("repeat_action_probability") == pytest.approx(0.25)
         obs, _ = env.reset(seed=0)
-        assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+        assert obs.shape == (4, 42, 42) and obs.dtype == np.uint8
         obs, *_ = env.step(0)
-        assert obs.shape == (4, 84, 84) and obs.max() > 0
+        assert obs.shape == (4, 42, 42) and obs.max() > 0
     finally:
         env.close()
 
@@ -63,12 +63,23 @@ def test_flags_turn_off_sticky_actions_and_turn_on_the_full_action_space():
     assert env_info(PONG, **env_options(config)).num_actions == 18
 
 
+def test_screen_size_and_frame_stack_flags_shape_the_observations():
+    config = resolve_config({"env": PONG, "screen_size": 84, "frame_stack": 2})
+    assert env_info(PONG, **env_options(config)).obs_shape == (2, 84, 84)
+    env = make_env(PONG, **env_options(config))
+    try:
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (2, 84, 84)
+    finally:
+        env.close()
+
+
 def test_env_batch_steps_uint8_frames():
     batch = EnvBatch(PONG, 2, seed=0)
     try:
-        assert batch.observe().shape == (2, 4, 84, 84) and batch.observe().dtype == np.uint8
+        assert batch.observe().shape == (2, 4, 42, 42) and batch.observe().dtype == np.uint8
         step = batch.step(np.array([0, 1]))
-        assert step.next_obs.shape == step.final_obs.shape == (2, 4, 84, 84)
+        assert step.next_obs.shape == step.final_obs.shape == (2, 4, 42, 42)
         assert step.next_obs.dtype == np.uint8
         assert step.reward.shape == step.terminated.shape == step.truncated.shape == (2,)
     finally:
@@ -113,3 +124,27 @@ def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tm
     assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 1
     videos = list((logdir / "videos").glob("*.mp4"))
     assert len(videos) == 1 and videos[0].stat().st_size > 1000, videos
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(4 * 3600)
+def test_pong_with_the_defaults_reaches_18_and_its_checkpoint_plays_18(tmp_path):
+    """The headline run (README, Pong): the atari preset's target of 18 reached within the
+    preset's budget of 10M agent steps, stopping there by itself; the final checkpoint then
+    averages 18 over 10 evaluation episodes. About an hour on 2 cores."""
+    logdir = tmp_path / "pong"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    result = subprocess.run(
+        [str(REPO / "scripts" / "launch_cluster.sh"), "--env", PONG, "--logdir", str(logdir)],
+        capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["solved"] and summary["stop_reason"] == "solved", summary
+    assert summary["mean_return_100"] >= 18.0
+    assert summary["frames"] == 4 * summary["env_steps"] <= 40_000_000
+
+    played = subprocess.run(
+        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "10"],
+        capture_output=True, text=True, cwd=REPO, env={**env, "PYTHONPATH": str(REPO)})
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert json.loads(played.stdout.strip().splitlines()[-1])["mean_return"] >= 18.0

@@ -221,6 +221,13 @@ def test_full_action_space_changes_an_atari_network():
         ("full-action-space", "false", "true")]
 
 
+def test_screen_size_changes_an_atari_network():
+    there = A3CConfig(env="ALE/Pong-v5", preset="atari")
+    here = dataclasses.replace(there, screen_size=84)
+    assert checkpoints.network_differences(there, here, (4, 42, 42)) == [
+        ("screen-size", "42", "84")]
+
+
 def test_a_logdir_of_other_hidden_sizes_is_refused_in_one_sentence(tmp_path):
     write_run(tmp_path)
     with pytest.raises(CheckpointError) as caught:
