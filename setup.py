@@ -25,7 +25,9 @@ setup(
         "atari": ["ale-py==0.12.1", "opencv-python-headless==5.0.0.93", "moviepy==2.2.1",
                   "pygame-ce==2.5.8"],
         "bench": ["ray==2.60.0", "matplotlib==3.11.2"],
-        "dev": ["pytest==9.2.0", "pytest-timeout==2.4.0", "ruff==0.17.6", "matplotlib==3.11.2"],
+        # pyyaml: tests/test_kubernetes.py reads deploy/kubernetes/tfjob.yaml.
+        "dev": ["pytest==9.2.0", "pytest-timeout==2.4.0", "ruff==0.17.6", "matplotlib==3.11.2",
+                "pyyaml==6.0.3"],
     },
     entry_points={
         "console_scripts": [

@@ -178,10 +178,10 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     (flag, value there, value here), most telling first.
 
     Variables follow from the env (observation shape, number of actions; ALE's
-    --full-action-space changes the actions, --screen-size and --frame-stack the shape), the policy after `auto` is resolved,
-    --hidden-sizes, --conv-filters and --conv-stride for a cnn torso, and --lstm-size for a
-    recurrent policy. Nothing else (learning rate,
-    rollout length, envs per worker, ...) changes a variable's name or shape. `obs_shape` is
+    --full-action-space changes the actions, --screen-size and --frame-stack the shape), the
+    policy after `auto` is resolved, --hidden-sizes, --conv-filters and --conv-stride for a
+    cnn torso, and --lstm-size for a recurrent policy. Nothing else (learning rate, rollout
+    length, envs per worker, ...) changes a variable's name or shape. `obs_shape` is
     the env's (both configs must name the same env for the rest to be compared).
     """
     if there.env != here.env:

@@ -6,7 +6,9 @@ Nothing here knows about A3C. A cluster is a dict {"ps": [host:port, ...],
   * ``--ps-hosts`` / ``--worker-hosts`` (comma-separated host:port lists),
   * ``--cluster FILE.json`` holding that dict (or a TF_CONFIG-style {"cluster": {...}}),
   * the ``TF_CONFIG`` environment variable in the format Kubeflow's TFJob sets:
-    {"cluster": {"ps": [...], "worker": [...]}, "task": {"type": "worker", "index": 3}}.
+    {"cluster": {"ps": [...], "worker": [...]}, "task": {"type": "worker", "index": 3}},
+  * ``--cluster slurm``: the Slurm job step this task runs in (``srun ...``), named by
+    TensorFlow's own SlurmClusterResolver (see cluster_from_slurm).
 
 Every user mistake is raised as ClusterError with one sentence that says what to fix.
 """
@@ -22,6 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 JOBS = ("ps", "worker")
+# `--cluster slurm` names the Slurm job step, not a file (a file called slurm: ./slurm).
+SLURM = "slurm"
+SLURM_DEFAULT_PORT = 2222
+# What SlurmClusterResolver reads (given the jobs, as cluster_from_slurm gives them); srun
+# sets them for every task of a job step.
+SLURM_STEP_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
+                   "SLURM_STEP_TASKS_PER_NODE")
 
 
 class ClusterError(ValueError):
@@ -161,26 +170,112 @@ def cluster_from_tf_config(text: str) -> tuple[dict, str | None, int | None]:
     return cluster, job, index
 
 
+def cluster_from_slurm(num_ps: int | None = None, port: int | None = None
+                       ) -> tuple[dict, str, int]:
+    """(cluster, this task's job, its index) of the Slurm job step this process is a task of.
+
+    TensorFlow's SlurmClusterResolver does the work, from the variables srun sets for every
+    task (SLURM_STEP_VARS; read from os.environ, as the resolver reads them): it lists the
+    step's nodes in name order, gives the tasks on one node the ports `port`, `port`+1, ...,
+    and deals the tasks out to the jobs in name order, so the first `num_ps` (default 1) are
+    the ps and the rest the workers; SLURM_PROCID, this task's rank, picks its job and index.
+    Every task of the step gets the same cluster. Under srun's block distribution, on nodes
+    whose names sort in Slurm's order, that is where Slurm starts each task; SLURMD_NODENAME
+    and SLURM_LOCALID check it.
+
+    What a user can get wrong (no job step, too few tasks for `num_ps`) is checked before
+    TF, slow to import, is imported: only this source needs it.
+    """
+    num_ps = 1 if num_ps is None else num_ps
+    port = SLURM_DEFAULT_PORT if port is None else port
+    if num_ps < 1:
+        raise ClusterError(f"--ps must be at least 1, got {num_ps}")
+    if not 1 <= port <= 65535:
+        raise ClusterError(f"--port {port} is outside 1-65535")
+    missing = [name for name in SLURM_STEP_VARS if not os.environ.get(name)]
+    if missing and not any(name.startswith("SLURM_") for name in os.environ):
+        raise ClusterError("--cluster slurm: no Slurm job here (no SLURM_ variables); start "
+                           "the tasks with srun inside an allocation (sbatch or salloc)")
+    if missing:
+        raise ClusterError(f"--cluster slurm: {missing[0]} is not set, so this process is not "
+                           "a task of a Slurm job step; start the tasks with srun")
+    total, rank = _slurm_int("SLURM_STEP_NUM_TASKS"), _slurm_int("SLURM_PROCID")
+    if not 0 <= rank < total:
+        raise ClusterError(f"--cluster slurm: SLURM_PROCID {rank} is outside the step's "
+                           f"{total} task(s); start the tasks with srun")
+    if num_ps >= total:
+        raise ClusterError(f"--ps {num_ps} leaves no worker in a Slurm step of {total} "
+                           "task(s); give srun more tasks (--ntasks) or pass a smaller --ps")
+
+    from a3c_graph import tf_env
+
+    tf = tf_env.import_tensorflow_quietly()
+    try:
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
+            jobs={"ps": num_ps, "worker": total - num_ps}, port_base=port,
+            # The resolver pairs each task on a node with a slice of that node's GPUs and
+            # lists no more tasks on a node than it has slices (it asks nvidia-smi when not
+            # told). GPUs are placed here by --gpu and CUDA_VISIBLE_DEVICES (devices.py):
+            # every task gets a nominal slice of one, and CUDA_VISIBLE_DEVICES is left alone.
+            gpus_per_node=total, gpus_per_task=1, auto_set_gpu=False)
+        cluster = resolver.cluster_spec().as_dict()
+    except (RuntimeError, ValueError) as error:  # e.g. a step's variables that disagree
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ClusterError(f"--cluster slurm: {first}") from None
+    job, index = resolver.get_task_info()
+    cluster = validate_cluster(cluster, "--cluster slurm")
+    address = cluster[job][index]
+    host, task_port = split_host_port(address)
+    node, local_id = os.environ.get("SLURMD_NODENAME"), os.environ.get("SLURM_LOCALID", "")
+    if node and (host != node or (local_id.isdigit() and task_port != port + int(local_id))):
+        raise ClusterError(
+            f"--cluster slurm: TF's SlurmClusterResolver puts task {rank} at {address}, but "
+            f"Slurm started it on {node} (local task {local_id or '?'}): the resolver assumes "
+            "srun's block distribution over nodes taken in name order, so use "
+            "--distribution=block and nodes whose names sort in Slurm's order (zero-padded)")
+    return cluster, job, index
+
+
+def _slurm_int(name: str) -> int:
+    text = os.environ[name].strip()
+    if not text.isdigit():
+        raise ClusterError(f"--cluster slurm: {name}={text!r} is not a number; start the "
+                           "tasks with srun")
+    return int(text)
+
+
 def resolve_task(ps_hosts: str | None, worker_hosts: str | None, cluster_file: str | None,
                  job: str | None, task: int | None,
-                 environ: Mapping[str, str] = os.environ) -> TaskSpec:
-    """The TaskSpec named by the flags, a cluster file, or TF_CONFIG (in that order)."""
-    tf_job = tf_task = None
+                 environ: Mapping[str, str] = os.environ, *, num_ps: int | None = None,
+                 port: int | None = None) -> TaskSpec:
+    """The TaskSpec named by the flags, a cluster file, the Slurm step (cluster_file "slurm")
+    or TF_CONFIG, in that order. num_ps and port (--ps, --port) are for the Slurm step only,
+    whose variables come from os.environ, where TF's resolver reads them, not `environ`."""
+    named_job = named_task = None  # what the source says this task is
+    slurm = cluster_file == SLURM
+    if not slurm and (num_ps is not None or port is not None):
+        raise ClusterError("--ps and --port go with --cluster slurm; the other cluster "
+                           "sources list every task's address")
     if ps_hosts or worker_hosts:
         if cluster_file:
             raise ClusterError("give either --ps-hosts/--worker-hosts or --cluster, not both")
         if not (ps_hosts and worker_hosts):
             raise ClusterError("--ps-hosts and --worker-hosts go together")
         cluster = cluster_from_flags(ps_hosts, worker_hosts)
+    elif slurm:
+        if job is not None or task is not None:
+            raise ClusterError("--cluster slurm gives every task its job and index by its "
+                               "Slurm rank (SLURM_PROCID); drop --job and --task")
+        cluster, named_job, named_task = cluster_from_slurm(num_ps, port)
     elif cluster_file:
         cluster = cluster_from_file(cluster_file)
     elif environ.get("TF_CONFIG"):
-        cluster, tf_job, tf_task = cluster_from_tf_config(environ["TF_CONFIG"])
+        cluster, named_job, named_task = cluster_from_tf_config(environ["TF_CONFIG"])
     else:
-        raise ClusterError("no cluster given: use --ps-hosts/--worker-hosts, --cluster FILE "
-                           "or the TF_CONFIG environment variable")
-    job = job or tf_job
-    task = task if task is not None else tf_task
+        raise ClusterError("no cluster given: use --ps-hosts/--worker-hosts, --cluster FILE, "
+                           "--cluster slurm or the TF_CONFIG environment variable")
+    job = job or named_job
+    task = task if task is not None else named_task
     if job is None:
         raise ClusterError("no job given: use --job ps|worker (or TF_CONFIG's task.type)")
     if job not in JOBS:

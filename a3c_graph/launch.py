@@ -2,6 +2,7 @@
 
     launch_cluster.sh [start] [--workers N] [--ps N] [--logdir D] [--dry-run] [--background]
                       [--cluster FILE [--tasks worker:0,ps:0]] [--allow-remote] [A3C flags]
+    srun launch_cluster.sh --cluster slurm [--ps N] [--port P] --allow-remote [A3C flags]
     launch_cluster.sh status --logdir D
     launch_cluster.sh stop --logdir D
 
@@ -16,6 +17,10 @@ TF's server listens on every interface whatever host the cluster names, so the t
 loopback cluster run in a private network: a network namespace with only loopback, which the
 launcher enters right before starting them (a3c_graph/netns.py). Anything else, a cluster
 with another address or split over several launchers, takes --allow-remote and a warning.
+
+With --cluster slurm, srun starts one launcher per task of a Slurm job step; each resolves
+the step's cluster (cluster.cluster_from_slurm) and starts and supervises its own task, as
+with TF_CONFIG, in <logdir>/<job>_<index>: srun gives every task the same command line.
 
 Files under <logdir>: logs/<job>_<i>.log (stdout+stderr of a task), pids/<job>_<i>.pid and
 pids/launcher.pid, progress/worker_<i>.json (written by the workers), summary.json (written
@@ -64,6 +69,7 @@ from a3c_graph.progress import (
 )
 
 PROG = "launch_cluster"
+SLURM_SOURCE = "Slurm step"
 WORKER_MODULE = "a3c_graph.worker"
 LAUNCH_MODULE = "a3c_graph.launch"
 WORKER_ERROR_PREFIX = "a3c_graph.worker: error:"
@@ -132,17 +138,25 @@ def build_start_parser() -> argparse.ArgumentParser:
     group.add_argument("--workers", type=int, default=None,
                        help="Worker tasks of a local cluster (default: 2).")
     group.add_argument("--ps", type=int, default=None,
-                       help="Parameter-server tasks of a local cluster (default: 1).")
+                       help="Parameter-server tasks of a local cluster, or the first N tasks of "
+                            "the Slurm step with --cluster slurm (default: 1).")
     group.add_argument("--logdir", default=None,
-                       help="Logs, pids, progress, checkpoints (default: runs/<env>-<time>).")
+                       help="Logs, pids, progress, checkpoints (default: runs/<env>-<time>); "
+                            "with --cluster slurm, each launcher's <logdir>/<job>_<index> "
+                            "(default: runs/<env>-slurm-<Slurm job id>).")
     group.add_argument("--dry-run", action="store_true",
                        help="Print the command of every task; start nothing, write nothing.")
     group.add_argument("--background", action="store_true",
                        help="Run the launcher detached (log in <logdir>/launcher.log).")
-    group.add_argument("--cluster", metavar="FILE", default=None,
+    group.add_argument("--cluster", metavar="FILE|slurm", default=None,
                        help='Multi-machine: JSON {"ps": [...], "worker": [...]}; starts the '
                             "tasks whose host is this machine (or those named by --tasks). "
-                            "TF_CONFIG in the environment works too and starts just its task.")
+                            "TF_CONFIG in the environment works too and starts just its task. "
+                            "slurm: run by srun, one launcher per task of the Slurm step, each "
+                            "starting its own task (see --ps, --port).")
+    group.add_argument("--port", type=int, default=None, metavar="P",
+                       help="With --cluster slurm: the tasks on one node listen on ports P, "
+                            f"P+1, ... (default: {cluster_lib.SLURM_DEFAULT_PORT}).")
     group.add_argument("--tasks", default=None, metavar="JOB:I[,JOB:I..]",
                        help="With --cluster/TF_CONFIG: tasks to start here, e.g. worker:0,ps:0.")
     group.add_argument("--allow-remote", action="store_true",
@@ -197,7 +211,7 @@ class LaunchPlan:
     tasks: tuple[TaskPlan, ...]  # ps tasks first: workers connect to them
     logdir: Path
     allow_remote: bool
-    source: str  # "local cluster", "cluster file F" or "TF_CONFIG cluster"
+    source: str  # "local cluster", "cluster file F", "TF_CONFIG cluster" or SLURM_SOURCE
     cluster_file: str | None = None
     tasks_flag: str | None = None
     # Which device each task uses (by CUDA_VISIBLE_DEVICES in its env_overrides).
@@ -241,7 +255,11 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
             except cluster_lib.ClusterError as error:
                 raise LaunchError(f"{job} task {index}: {error}") from None
 
-    logdir = Path(os.path.abspath(args.logdir or default_logdir(config.env)))
+    if source == SLURM_SOURCE:
+        logdir = Path(os.path.abspath(slurm_logdir(args.logdir, config.env, local_keys[0],
+                                                   environ)))
+    else:
+        logdir = Path(os.path.abspath(args.logdir or default_logdir(config.env)))
     check_logdir_writable(logdir)
     check_no_live_run(logdir)
     check_logdir_checkpoints(logdir, config)
@@ -301,9 +319,25 @@ def default_logdir(env_id: str) -> str:
     return os.path.join("runs", f"{env_id.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
+def slurm_logdir(logdir: str | None, env_id: str, key: tuple[str, int],
+                 environ: Mapping[str, str]) -> str:
+    """The run directory of this launcher's task of a Slurm step: <logdir>/<job>_<index>.
+
+    srun gives every launcher the same command line, and they often share a filesystem:
+    each keeps its pids, logs and summary apart. The default <logdir> is named after the
+    Slurm job, which every task agrees on (their clocks may not: default_logdir)."""
+    job_id = environ.get("SLURM_JOB_ID", "job")
+    base = logdir or os.path.join("runs", f"{env_id.replace('/', '-')}-slurm-{job_id}")
+    return os.path.join(base, f"{key[0]}_{key[1]}")
+
+
 def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
                     ) -> tuple[dict, list[tuple[str, int]], str, str | None]:
     """(cluster, the (job, index) tasks to start here, source, TF_CONFIG text or None)."""
+    slurm = args.cluster == cluster_lib.SLURM
+    if args.port is not None and not slurm:
+        raise LaunchError("--port goes with --cluster slurm; the other cluster sources list "
+                          "every task's address")
     tf_config = environ.get("TF_CONFIG") if not args.cluster else None
     if not args.cluster and not tf_config:
         if args.tasks:
@@ -311,11 +345,14 @@ def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
         return local_cluster(args.ps or 1, args.workers or 2)
 
     try:
-        if args.cluster:
+        if slurm:  # names this launcher's task by its Slurm rank
+            cluster, named_job, named_index = cluster_lib.cluster_from_slurm(args.ps, args.port)
+            source = SLURM_SOURCE
+        elif args.cluster:
             cluster = cluster_lib.cluster_from_file(args.cluster)
-            tf_job, tf_index, source = None, None, f"cluster file {args.cluster}"
+            named_job, named_index, source = None, None, f"cluster file {args.cluster}"
         else:
-            cluster, tf_job, tf_index = cluster_lib.cluster_from_tf_config(tf_config)
+            cluster, named_job, named_index = cluster_lib.cluster_from_tf_config(tf_config)
             source = "TF_CONFIG cluster"
     except cluster_lib.ClusterError as error:
         raise LaunchError(str(error)) from None
@@ -325,18 +362,21 @@ def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
                           "gRPC, so pass --allow-remote only if the network is trusted")
     for flag, job in (("workers", "worker"), ("ps", "ps")):
         given = getattr(args, flag)
-        if given is not None and given != len(cluster[job]):
+        if given is not None and given != len(cluster[job]):  # a Slurm step: --ps made it
             raise LaunchError(f"--{flag} {given} disagrees with the {source}, which has "
                               f"{len(cluster[job])} {job} task(s); drop --{flag}")
 
-    if tf_job is not None:
+    if slurm and args.tasks:
+        raise LaunchError("--cluster slurm starts the task of this launcher's Slurm rank; "
+                          "drop --tasks")
+    if named_job is not None:
         if args.tasks:
             raise LaunchError("TF_CONFIG names its task; drop --tasks (or unset task in TF_CONFIG)")
-        index = 0 if tf_index is None else tf_index
-        if not 0 <= index < len(cluster[tf_job]):
-            raise LaunchError(f"TF_CONFIG task index {index} is outside job {tf_job!r} "
-                              f"({len(cluster[tf_job])} task(s))")
-        keys = [(tf_job, index)]
+        index = 0 if named_index is None else named_index
+        if not 0 <= index < len(cluster[named_job]):
+            raise LaunchError(f"TF_CONFIG task index {index} is outside job {named_job!r} "
+                              f"({len(cluster[named_job])} task(s))")
+        keys = [(named_job, index)]
     elif args.tasks:
         keys = parse_tasks_flag(args.tasks, cluster)
     else:
@@ -1031,6 +1071,9 @@ def cmd_start(argv: Sequence[str]) -> int:
     args = build_start_parser().parse_args(argv)
     if args.dry_run and args.background:
         raise LaunchError("--dry-run and --background do not go together")
+    if args.background and args.cluster == cluster_lib.SLURM:
+        raise LaunchError("--background does not go with --cluster slurm: Slurm ends a step's "
+                          "processes once srun's tasks exit; run the launcher in the foreground")
     plan = plan_start(args, os.environ)
     for note in plan.devices.notes if plan.devices else ():  # e.g. --gpus auto found no GPU
         print(f"{PROG}: note: {note}", file=sys.stderr, flush=True)

@@ -15,6 +15,7 @@ Both settings are defaults: a value the user exported wins.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import MutableMapping
 
 DEFAULTS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_USE_LEGACY_KERAS": "1"}
@@ -24,3 +25,26 @@ def before_tf_import(environ: MutableMapping[str, str] = os.environ) -> None:
     """Set DEFAULTS in `environ` where the user did not; call it before TF is imported."""
     for name, value in DEFAULTS.items():
         environ.setdefault(name, value)
+
+
+def import_tensorflow_quietly():
+    """`import tensorflow` in a process that may still have to end in a one-line error.
+
+    On import, TF's C++ runtime writes lines such as "WARNING: All log messages before
+    absl::InitializeLog() is called are written to STDERR" straight to file descriptor 2,
+    before absl logging is set up, so TF_CPP_MIN_LOG_LEVEL cannot silence them. Only
+    --cluster slurm needs TF before its last user check (TF's SlurmClusterResolver names
+    the cluster); its import runs with descriptor 2 on /dev/null. A failed import still
+    raises its Python exception, shown once the descriptor is back.
+    """
+    before_tf_import()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        import tensorflow as tf
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    return tf

@@ -32,7 +32,7 @@ import time
 from collections import deque
 
 from a3c_graph import tf_env
-from a3c_graph.cluster import ClusterError  # stdlib only at import: cheap
+from a3c_graph.cluster import SLURM_DEFAULT_PORT, ClusterError  # stdlib only at import: cheap
 from a3c_graph.progress import ProgressFile, write_json_atomic
 
 PROG = "a3c_graph.worker"
@@ -62,11 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     from a3c_graph.config import add_config_arguments
 
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--job", choices=["ps", "worker"], help="This task's job (or TF_CONFIG).")
+    parser.add_argument("--job", choices=["ps", "worker"],
+                        help="This task's job (or TF_CONFIG; with --cluster slurm, its rank).")
     parser.add_argument("--task", type=int, help="This task's index within its job.")
     parser.add_argument("--ps-hosts", help="Comma-separated host:port of the ps tasks.")
     parser.add_argument("--worker-hosts", help="Comma-separated host:port of the worker tasks.")
-    parser.add_argument("--cluster", metavar="FILE", help='JSON {"ps": [...], "worker": [...]}.')
+    parser.add_argument("--cluster", metavar="FILE|slurm",
+                        help='JSON {"ps": [...], "worker": [...]}; or slurm: the Slurm job step '
+                             "this task is one of (start every task with srun), named by TF's "
+                             "SlurmClusterResolver, the task's job and index by its rank.")
+    parser.add_argument("--ps", type=int, default=None, metavar="N",
+                        help="With --cluster slurm: the first N tasks of the step are the ps, "
+                             "the rest the workers (default: 1).")
+    parser.add_argument("--port", type=int, default=None, metavar="P",
+                        help="With --cluster slurm: the tasks on one node listen on ports P, "
+                             f"P+1, ... (default: {SLURM_DEFAULT_PORT}).")
     parser.add_argument("--logdir", help="Checkpoints, summaries and progress go here.")
     parser.add_argument("--gpu", "--gpu-list", dest="gpu", type=_gpu_id, default=None,
                         metavar="ID",
@@ -548,7 +558,8 @@ def _validated_task(args):
     got wrong.
 
     Every check a user can fail runs here, before TF is imported (its C++ log lines would
-    break the one-line error) and before the log dir is created.
+    break the one-line error; --cluster slurm imports it quietly, see cluster_from_slurm) and
+    before the log dir is created, and so before any TF server starts.
     """
     from a3c_graph.checkpoints import check_logdir_config
     from a3c_graph.cluster import check_port_free, non_loopback_hosts, resolve_task
@@ -557,7 +568,8 @@ def _validated_task(args):
 
     try:
         config = config_from_args(args)
-        spec = resolve_task(args.ps_hosts, args.worker_hosts, args.cluster, args.job, args.task)
+        spec = resolve_task(args.ps_hosts, args.worker_hosts, args.cluster, args.job, args.task,
+                            num_ps=args.ps, port=args.port)
         remote = non_loopback_hosts(spec.cluster)
         if remote and not args.allow_remote:
             raise UsageError(f"{remote[0]} is not a loopback address; the TF server is "
