@@ -536,9 +536,6 @@ def warn_if_remote(plan: LaunchPlan) -> None:
 
 # --------------------------------------------------------------------------- private network
 
-# Set for a launcher that re-executes itself to enter its private network before it has
-# any thread (see enter_private_network); main() acts on it first thing.
-PRIVATE_NETWORK_ENV = "A3C_GRAPH_ENTER_PRIVATE_NETWORK"
 PRIVATE_NETWORK_LINE = ("the tasks {verb} in a private network (a network namespace with only "
                         "loopback: no other machine can reach them)")
 
@@ -550,34 +547,18 @@ def enter_private_network(plan: LaunchPlan) -> None:
     namespace stays the host's, so pid files, `status` and `stop` work as before. An
     unprivileged user gets the namespace through a user namespace of its own, which the
     kernel makes only for a single-threaded process, and numpy (imported while planning)
-    has started BLAS threads by now: then this launcher execs itself again, same pid and
-    command line, and enters first thing in main(). LaunchError when the kernel refuses,
-    before anything is written or started.
+    has started BLAS threads by now: then this launcher is executed again through
+    a3c_graph.netns (same pid and command line, with the logdir it chose), plans again and
+    comes back here in the private network. LaunchError when the kernel refuses, before
+    anything is written or started.
     """
     from a3c_graph import netns
 
-    if not netns.is_isolated():  # else already in one: a re-executed launcher
-        try:
-            netns.enter_private_network()
-        except netns.NeedsSingleThread:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            argv = [*sys.orig_argv[1:], "--logdir", str(plan.logdir)]  # the same default logdir
-            os.execve(sys.executable, [sys.executable, *argv],
-                      {**os.environ, PRIVATE_NETWORK_ENV: "1"})
-        except netns.NamespaceError as error:
-            raise LaunchError(private_network_refused(error)) from None
-    print(f"{PROG}: {PRIVATE_NETWORK_LINE.format(verb='run')}", flush=True)
-
-
-def enter_private_network_now() -> None:
-    """The re-executed launcher's first step, while it has no thread but the main one."""
-    from a3c_graph import netns
-
     try:
-        netns.enter_private_network()
+        netns.enter_or_reexecute([*sys.orig_argv[1:], "--logdir", str(plan.logdir)])
     except netns.NamespaceError as error:
         raise LaunchError(private_network_refused(error)) from None
+    print(f"{PROG}: {PRIVATE_NETWORK_LINE.format(verb='run')}", flush=True)
 
 
 def private_network_refused(error: Exception) -> str:
@@ -1217,8 +1198,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and not argv[0].startswith("-"):
         command = argv.pop(0)
     try:
-        if os.environ.pop(PRIVATE_NETWORK_ENV, None):  # re-executed to enter it (run_foreground)
-            enter_private_network_now()
         if command not in COMMANDS:
             raise LaunchError(f"unknown command {command!r}; use start, status or stop")
         return COMMANDS[command](argv)

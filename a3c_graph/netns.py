@@ -9,6 +9,11 @@ interface" is loopback: no other machine, and no process outside the namespace, 
 port. That namespace is what makes "the cluster is on loopback" true.
 
 Stdlib only. Python 3.11 has no os.unshare (3.12 does), so unshare(2) is called through ctypes.
+
+A program enters with enter_or_reexecute(), which covers the case where only a fresh,
+single-threaded interpreter can enter: `python -m a3c_graph.netns COMMAND...` enters and
+execs COMMAND (the program again), keeping the pid. The launcher and every benchmark entry
+point go through it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ import fcntl
 import os
 import socket
 import struct
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
 
 # <sched.h> and <linux/sockios.h>, <net/if.h>.
 CLONE_NEWUSER = 0x10000000
@@ -27,6 +35,9 @@ SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 IFF_LOOPBACK = 0x8
+# Set by main() for the program it execs when the kernel refused the private network: the
+# reason, which that program's enter_or_reexecute() raises, so it says so in its own words.
+REFUSED_ENV = "A3C_GRAPH_PRIVATE_NETWORK_REFUSED"
 # struct ifreq: the interface name, then a 24-byte union whose first member is ifr_flags.
 _IFREQ = struct.Struct("16sH22x")
 
@@ -74,6 +85,45 @@ def enter_private_network() -> None:
     except OSError as error:  # e.g. an LSM that allows the namespace but no capability in it
         raise NamespaceError(f"the kernel made a private network namespace but refused to "
                              f"bring its loopback interface up ({error.strerror})") from None
+
+
+def enter_or_reexecute(argv: Sequence[str]) -> None:
+    """Put this process, and so every process it starts later, in a private network, unless
+    it is in one already (is_isolated()).
+
+    When only the user-namespace way is open and this process has threads (NeedsSingleThread),
+    it execs `python -m a3c_graph.netns python ARGV...` instead: a fresh interpreter enters
+    while single-threaded, then execs this program again from the start (same pid both
+    times), which comes back here in the private network. ARGV must run this very program:
+    its own arguments (sys.orig_argv[1:]), plus whatever it must decide the same way twice.
+
+    Raises NamespaceError when the kernel refuses, here or in the fresh interpreter.
+    """
+    refused = os.environ.pop(REFUSED_ENV, None)
+    if refused is not None:
+        raise NamespaceError(refused)
+    if is_isolated():
+        return
+    try:
+        enter_private_network()
+    except NeedsSingleThread:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "a3c_graph.netns", sys.executable,
+                                  *argv])
+
+
+def main(command: Sequence[str]) -> NoReturn:
+    """`python -m a3c_graph.netns COMMAND...`: exec COMMAND in a private network. When the
+    kernel refuses, COMMAND runs all the same with the reason in REFUSED_ENV, for its
+    enter_or_reexecute() to raise."""
+    if not command:
+        sys.exit("usage: python -m a3c_graph.netns COMMAND [ARG...]")
+    try:
+        enter_private_network()
+    except NamespaceError as error:
+        os.environ[REFUSED_ENV] = str(error)
+    os.execv(command[0], list(command))
 
 
 def is_isolated() -> bool:
@@ -136,3 +186,7 @@ def _set_flags(name: str, flags: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         current = _get_flags(sock, name)
         fcntl.ioctl(sock, SIOCSIFFLAGS, _IFREQ.pack(name.encode(), current | flags))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -2,7 +2,8 @@
 
     python -m benchmarks.run --env CartPole-v1 --workers 2 --seeds 3 --max-seconds 300 \\
         [--variants graph,tf2_mp,tf2_ray] [--scaling 1,2,4] [--scaling-seconds 60] \\
-        [--ceiling] [--ceiling-seconds 30] [--out DIR] [any A3C flag, e.g. --rollout-length 16]
+        [--ceiling] [--ceiling-seconds 30] [--out DIR] [--allow-remote]
+        [any A3C flag, e.g. --rollout-length 16]
 
 Variants (each started as its own subprocess, in its own session):
   graph    scripts/launch_cluster.sh start: the ps/worker cluster, the code path a user's
@@ -17,6 +18,11 @@ with --learn false (the same processes stepping the envs and running the policy,
 learned) for --ceiling-seconds: the acting ceiling that training throughput is measured
 against. With --scaling, each variant then runs once per worker count with the shorter
 --scaling-seconds budget. Every run gets the same A3C flags.
+
+The harness, and so every run it starts, runs in a private network, a network namespace
+with only loopback (benchmarks.runtime.enter_private_network), where the launcher's tasks
+run too: Ray's servers and TF's listen on every interface and authenticate no one.
+--allow-remote runs the harness and every run (given --allow-remote too) on the host network.
 
 Measured per run, from the progress files every variant writes (a3c_graph.worker's format)
 and from the process tree, sampled every SAMPLE_SECS:
@@ -128,11 +134,13 @@ def plan_runs(variants: Sequence[str], seeds: int, base_seed: int, workers: int,
     return runs
 
 
-def variant_command(spec: RunSpec, config: A3CConfig, logdir: Path) -> list[str]:
+def variant_command(spec: RunSpec, config: A3CConfig, logdir: Path,
+                    allow_remote: bool = False) -> list[str]:
     """The command of one run: the variant's own entry point with the shared A3C flags."""
     config = dataclasses.replace(config, seed=spec.seed, max_seconds=spec.max_seconds,
                                  learn=config.learn and spec.phase != "ceiling")
-    common = ["--workers", str(spec.workers), "--logdir", str(logdir), *config_to_argv(config)]
+    common = ["--workers", str(spec.workers), "--logdir", str(logdir),
+              *(["--allow-remote"] if allow_remote else []), *config_to_argv(config)]
     if spec.variant == "graph":
         return [str(REPO / "scripts" / "launch_cluster.sh"), "start", *common]
     module = {"tf2_mp": "benchmarks.tf2_multiprocessing", "tf2_ray": "benchmarks.tf2_ray"}
@@ -213,12 +221,13 @@ def _round(value: float | None, digits: int = 1) -> float | None:
 
 # --------------------------------------------------------------------------- one run
 
-def run_one(spec: RunSpec, config: A3CConfig, out: Path) -> dict[str, Any]:
+def run_one(spec: RunSpec, config: A3CConfig, out: Path,
+            allow_remote: bool = False) -> dict[str, Any]:
     """Start one run, sample it until it ends, make sure its processes are gone."""
     logdir = out / "runs" / spec.name
     log_path = out / "logs" / f"{spec.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = variant_command(spec, config, logdir)
+    command = variant_command(spec, config, logdir, allow_remote)
     launched = time.time()
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(command, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
@@ -584,6 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="Budget of each ceiling run (default: 30).")
     group.add_argument("--out", default=None,
                        help="Results directory (default: benchmarks/results/<YYYYmmdd-HHMMSS>).")
+    runtime.add_allow_remote_argument(group)
     add_config_arguments(parser)  # --env, --seed, --max-seconds and every A3C flag
     return parser
 
@@ -618,6 +628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return runtime.EXIT_USAGE
+    runtime.enter_private_network(PROG, args.allow_remote)
     # SIGTERM stops the current run and keeps the results so far, as Ctrl-C does.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     out = Path(args.out or REPO / "benchmarks" / "results" / time.strftime("%Y%m%d-%H%M%S"))
@@ -637,7 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for i, spec in enumerate(runs, 1):
             print(f"[{i}/{len(runs)}] {spec.name} ...", flush=True)
-            record = run_one(spec, config, out)
+            record = run_one(spec, config, out, args.allow_remote)
             records.append(record)
             print(f"[{i}/{len(runs)}] {spec.name}: {_run_line(record)}", flush=True)
             write_results(out, settings, machine, records, variants)

@@ -1,6 +1,6 @@
 """TF-free pieces the two TF2 variants and the harness share: the variants' command line,
-the run's global statistics, per-worker progress files, the summary, device choice, signals
-and process trees.
+the private network every benchmark runs in, the run's global statistics, per-worker
+progress files, the summary, device choice, signals and process trees.
 
 Nothing here imports TensorFlow. A variant's processes import this module before they
 choose their device (CUDA_VISIBLE_DEVICES must be set before TF is imported), and the
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from a3c_graph import tf_env
+from a3c_graph import netns, tf_env
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
 from a3c_graph.envs import env_info, env_options
 from a3c_graph.launch import LaunchError, is_gone, resolve_target_return
@@ -51,6 +51,7 @@ class VariantRun:
     workers: int
     logdir: Path
     gpus: tuple[str, ...]  # GPU ids handed out round-robin; empty: CPU only
+    allow_remote: bool = False  # on the host network (see enter_private_network)
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -73,6 +74,7 @@ def parse_variant_args(prog: str, description: str,
     parser.add_argument("--gpus", default="",
                         help="Comma-separated GPU ids given round-robin to the parameter "
                              "holder and the workers (default: none, CPU only).")
+    add_allow_remote_argument(parser)
     add_config_arguments(parser)
     args = parser.parse_args(argv)
     try:
@@ -85,7 +87,8 @@ def parse_variant_args(prog: str, description: str,
         print(f"{prog}: error: {error}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     gpus = tuple(part.strip() for part in args.gpus.split(",") if part.strip())
-    return VariantRun(config, args.workers, Path(os.path.abspath(args.logdir)), gpus)
+    return VariantRun(config, args.workers, Path(os.path.abspath(args.logdir)), gpus,
+                      args.allow_remote)
 
 
 def check_tf2_network(config: A3CConfig) -> None:
@@ -108,6 +111,46 @@ def prepare_logdir(logdir: Path) -> None:
     (logdir / "progress").mkdir(parents=True, exist_ok=True)
     for stale in [*(logdir / "progress").glob("worker_*.json*"), logdir / "summary.json"]:
         stale.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- network
+
+def add_allow_remote_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-remote", action="store_true",
+                        help="Run on the host network instead of a private network (a network "
+                             "namespace with only loopback). Ray's servers, like TF's, listen "
+                             "on every interface and authenticate no one: use only on a "
+                             "trusted network.")
+
+
+def enter_private_network(prog: str, allow_remote: bool) -> None:
+    """Move this benchmark, and so every process it starts, into a private network: a
+    network namespace with only loopback, as the launcher's tasks (a3c_graph.netns).
+
+    On the host network Ray 2.60's gcs_server, raylet, actors and driver listen on every
+    interface (ss shows *:PORT), and ray.init turns a loopback node address
+    (_node_ip_address) into the machine's own (services.resolve_ip_for_localhost). So the
+    namespace, where every interface is loopback, is what keeps a Ray cluster, which
+    authenticates no one, private; the variants, the harness and the launcher's tasks all
+    run in one.
+
+    Call it right after parsing the flags, before anything is written or started: it may
+    execute this program again (same pid and command line). With allow_remote, a warning
+    instead. When the kernel refuses, one line on stderr and exit status 2.
+    """
+    if allow_remote:
+        print(f"{prog}: warning: running on the host network (--allow-remote), where Ray's "
+              "and TF's servers listen on every interface and authenticate no one: it must "
+              "only be reachable on a trusted network", file=sys.stderr, flush=True)
+        return
+    try:
+        netns.enter_or_reexecute(sys.orig_argv[1:])
+    except netns.NamespaceError as error:
+        print(f"{prog}: error: cannot run in a private network: {error}; --allow-remote runs "
+              "on the host network instead (trusted networks only)", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    print(f"{prog}: running in a private network (a network namespace with only loopback: "
+          "no other machine can reach its processes)", flush=True)
 
 
 # --------------------------------------------------------------------------- devices

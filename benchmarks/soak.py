@@ -1,7 +1,7 @@
 """Soak run: a supervised cluster that keeps losing workers, watched for leaks and stalls.
 
     python -m benchmarks.soak [--workers 8] [--minutes 10] [--kill-every 60] [--out DIR]
-        [any A3C flag, e.g. --env CartPole-v1]
+        [--allow-remote] [any A3C flag, e.g. --env CartPole-v1]
 
 Starts `scripts/launch_cluster.sh --background` (the path a user takes) with an unreachable
 target and step budget, so only this script ends it. Every --kill-every seconds it kills one
@@ -9,7 +9,8 @@ worker with SIGKILL (by the pid in the run's pid file, checked to be ours; the c
 in the rotation too), and every SAMPLE_SECS it records the global step and the RSS of every
 task. At the end it stops the run with `launch_cluster.sh stop` and checks that the stop was
 clean: the command succeeded, no task had to be SIGKILLed, summary.json exists, no process
-of the run is left.
+of the run is left. It runs in a private network, and so does the run it starts
+(benchmarks.runtime.enter_private_network; --allow-remote: both on the host network).
 
 Writes <out>/soak.json (every sample, kill and the verdicts), <out>/soak.md (the table it
 prints) and <out>/soak.png (global step with the kills marked; RSS per task). <out>
@@ -31,6 +32,7 @@ import psutil
 from a3c_graph import launch
 from a3c_graph.config import add_config_arguments, config_from_args, config_to_argv
 from a3c_graph.progress import read_progress, run_totals
+from benchmarks import runtime
 
 SAMPLE_SECS = 2.0
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--kill-every", type=float, default=60.0, metavar="SECS")
     parser.add_argument("--out", type=Path, default=None)
+    runtime.add_allow_remote_argument(parser)
     add_config_arguments(parser)
     return parser
 
@@ -71,7 +74,8 @@ def soak(args: argparse.Namespace, flags: list[str], out: Path) -> dict:
     start = [str(launch.WRAPPER_SCRIPT), "start", "--background", "--logdir", str(logdir),
              "--workers", str(args.workers), "--max-restarts", "10",
              "--max-seconds", str(args.minutes * 60 + 300), "--max-steps", str(10**12),
-             "--target-return", "1e9", *flags]
+             "--target-return", "1e9", *(["--allow-remote"] if args.allow_remote else []),
+             *flags]
     subprocess.run(start, check=True)
     began = time.monotonic()
     samples: list[dict] = []
@@ -212,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"benchmarks.soak: error: {error}", file=sys.stderr)
         return 2
+    runtime.enter_private_network("benchmarks.soak", args.allow_remote)
     out = args.out or RESULTS / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     result = soak(args, config_to_argv(config), out)

@@ -1,6 +1,7 @@
 """Where an acting step goes: microseconds per step of B envs, one process, one thread.
 
     python -m benchmarks.step_cost [--env CartPole-v1] [--envs 8 32] [--rollouts 150]
+        [--allow-remote]
 
 For each B, times T-step rollouts (T = the cartpole preset's 32) of:
   env only          EnvBatch.step in a Python loop (Gymnasium's SyncVectorEnv), random actions
@@ -15,7 +16,8 @@ For each B, times T-step rollouts (T = the cartpole preset's 32) of:
 No cluster and no ps: the acting path and the learner's own compute, so the per-step
 overheads can be read off against the env's own cost. Each env id gets its preset's
 network (ALE ids: the atari preset's cnn on 42x42 frames). Prints a markdown table;
-benchmarks/PERFORMANCE.md quotes it.
+benchmarks/PERFORMANCE.md quotes it. Like every benchmark it runs in a private network
+(benchmarks.runtime.enter_private_network; --allow-remote: the host network).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ import time
 
 import numpy as np
 
+from benchmarks import runtime
+
+PROG = "benchmarks.step_cost"
 T = 32
 
 
@@ -124,7 +129,7 @@ def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.step_cost",
+    parser = argparse.ArgumentParser(prog=PROG,
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 32],
@@ -133,16 +138,18 @@ def main(argv=None) -> int:
                         help="Timed rollouts per measurement (default: 150).")
     parser.add_argument("--json", action="store_true",
                         help="Measure the one B given and print its costs as JSON.")
+    runtime.add_allow_remote_argument(parser)
     args = parser.parse_args(argv)
+    runtime.enter_private_network(PROG, args.allow_remote)
     if args.json:
         print(json.dumps(measure(args.env, args.envs[0], args.rollouts)))
         return 0
     # One process per B: eager execution (the TF2 loop) can only be turned off once.
     rows = {}
     for B in args.envs:
-        child = subprocess.run([sys.executable, "-m", "benchmarks.step_cost", "--json",
-                                "--env", args.env, "--envs", str(B),
-                                "--rollouts", str(args.rollouts)],
+        child = subprocess.run([sys.executable, "-m", PROG, "--json", "--env", args.env,
+                                "--envs", str(B), "--rollouts", str(args.rollouts),
+                                *(["--allow-remote"] if args.allow_remote else [])],
                                capture_output=True, text=True, check=True)
         rows[B] = json.loads(child.stdout.strip().splitlines()[-1])
     names = list(next(iter(rows.values())))

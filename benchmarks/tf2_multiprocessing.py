@@ -1,6 +1,7 @@
 """TF2 A3C over multiprocessing: N worker processes and one parameter-server process.
 
     python -m benchmarks.tf2_multiprocessing --workers 2 --logdir D [A3C flags] [--gpus 0,1]
+        [--allow-remote]
 
 Process design (all children use the `spawn` start method: forking a process that has
 imported TF hangs, so this main process never imports TF; each child imports it itself,
@@ -16,8 +17,10 @@ after choosing its device with CUDA_VISIBLE_DEVICES):
 
 Like the graph variant, each worker writes progress/worker_<i>.json with the global
 counters it was last sent, and this main process writes summary.json and prints it as the
-last stdout line. Exit status: 0 after a normal stop, 2 for bad flags, 1 if a child
-crashed, 130/143 after SIGINT/SIGTERM.
+last stdout line. Every process runs in a private network, as every benchmark's does
+(benchmarks.runtime.enter_private_network; --allow-remote: the host network). Exit status:
+0 after a normal stop, 2 for bad flags or a private network the kernel refused, 1 if a
+child crashed, 130/143 after SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
@@ -215,6 +218,7 @@ def shut_down(processes: list, stop_event) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     run = runtime.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
+    runtime.enter_private_network(PROG, run.allow_remote)
     signals = runtime.StopSignals()
     signals.install()
     started = time.time()

@@ -1,6 +1,6 @@
 """TF2 A3C on Ray actors: N worker actors and one parameter actor on a local Ray instance.
 
-    python -m benchmarks.tf2_ray --workers 2 --logdir D [A3C flags] [--gpus 0,1]
+    python -m benchmarks.tf2_ray --workers 2 --logdir D [A3C flags] [--gpus 0,1] [--allow-remote]
 
 Process design:
 
@@ -16,9 +16,11 @@ Process design:
 The driver (this module's main) never imports TF: each actor imports it in its own process
 after choosing its device, and only numpy weights and gradients cross process boundaries.
 Ray is started locally (`address="local"`: never someone else's cluster) with num_cpus set,
-no dashboard and quiet logs; at the end `ray.shutdown()` and every process Ray started
-(gcs_server, raylet, workers, agents: all descendants of the driver) is checked by pid and
-ended if still there. Files and exit status as benchmarks.tf2_multiprocessing.
+no dashboard and quiet logs, in a private network (benchmarks.runtime.enter_private_network:
+Ray's servers listen on every interface and authenticate no one); at the end
+`ray.shutdown()` and every process Ray started (gcs_server, raylet, workers, agents: all
+descendants of the driver) is checked by pid and ended if still there. Files and exit
+status as benchmarks.tf2_multiprocessing.
 """
 
 from __future__ import annotations
@@ -151,6 +153,7 @@ def wait_for_workers(pending: list, parameters, signals: runtime.StopSignals,
 
 def main(argv: Sequence[str] | None = None) -> int:
     run = runtime.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
+    runtime.enter_private_network(PROG, run.allow_remote)
     signals = runtime.StopSignals()
     signals.install()
     started = time.time()

@@ -93,6 +93,15 @@ def test_graph_runs_through_the_users_launcher_with_the_shared_flags(tmp_path):
     assert command[2:] == bench_run.variant_command(mp_spec, config, tmp_path)[3:]
 
 
+@pytest.mark.parametrize("variant", bench_run.VARIANTS)
+def test_the_harness_passes_allow_remote_on_to_every_run_and_only_then(tmp_path, variant):
+    # Without it a run inherits the harness's private network (tests/test_security.py).
+    spec = bench_run.RunSpec(variant, seed=0, workers=2, max_seconds=60, phase="main")
+    assert "--allow-remote" not in bench_run.variant_command(spec, A3CConfig(), tmp_path)
+    assert "--allow-remote" in bench_run.variant_command(spec, A3CConfig(), tmp_path,
+                                                         allow_remote=True)
+
+
 def fake_record(variant: str, phase: str, seed: int, workers: int, rate: float,
                 solve_time: float | None, frame_skip: int = 1) -> dict:
     record = dict.fromkeys(bench_run.RECORD_KEYS)

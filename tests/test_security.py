@@ -3,7 +3,9 @@
 TF 2.21 listens on every interface whatever host the cluster names, so the launcher runs the
 tasks of a loopback cluster in a private network (a network namespace with only lo,
 a3c_graph/netns.py); anything else takes --allow-remote and prints a warning, and a task
-started by hand on the host network refuses to start without it.
+started by hand on the host network refuses to start without it. The benchmarks run in the
+same kind of private network: Ray's servers listen on every interface too and authenticate
+no one.
 
 Elsewhere: a cluster with a non-loopback address and no --allow-remote is refused by the
 launcher (test_launch.py, bad input "remote without allow-remote") and by the worker
@@ -16,6 +18,7 @@ after checking they are still ours).
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import shutil
@@ -30,15 +33,16 @@ from pathlib import Path
 import portpicker
 import psutil
 import pytest
-from conftest import nsenter_command
+from conftest import nsenter_command, stop_process_tree
 
 from a3c_graph import launch, netns
-from a3c_graph.progress import read_progress
+from a3c_graph.progress import read_progress, run_totals
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "launch_cluster.sh"
 NOBODY = 65534
 FAST = ["--rollout-length", "16", "--envs-per-worker", "4", "--progress-secs", "0.5"]
+HAS_RAY = importlib.util.find_spec("ray") is not None
 
 
 def env_without_tf_config(**extra: str) -> dict:
@@ -361,6 +365,88 @@ def test_an_unprivileged_launcher_runs_its_tasks_in_a_private_network_as_the_use
         assert seen["interfaces"] == ["lo"] and seen["uid"] == os.getuid(), name
         assert seen["user_ns"] != os.readlink("/proc/self/ns/user"), name
         assert (logdir / f"seen_{name}.json").stat().st_uid == os.getuid()
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+# The pids that listen on a TCP port in the network of the process that runs it.
+LISTENING = ("import json, psutil; print(json.dumps(sorted({c.pid for c in "
+             "psutil.net_connections('tcp') if c.status == psutil.CONN_LISTEN and c.pid})))")
+
+
+def listening_pids() -> set[int]:
+    """The pids that listen on a TCP port of this machine's own network (what `ss -ltnp`
+    shows), any address."""
+    return set(json.loads(run([sys.executable, "-c", LISTENING], timeout=60).stdout))
+
+
+@pytest.mark.e2e
+@needs_host_network
+@pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (pip install -e '.[bench]')")
+def test_a_ray_benchmark_runs_in_a_private_network_no_one_outside_can_reach(tmp_path):
+    """Ray's gcs_server, raylet, actors and driver listen on every interface: every process
+    of the run sits in a network with only lo, and none listens on the host's network."""
+    logdir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.tf2_ray", "--workers", "1", "--max-seconds", "120",
+         "--logdir", str(logdir), *FAST], cwd=REPO, env=env_without_tf_config(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:  # the worker actor trains: Ray is up, with every server it starts
+            totals = run_totals(read_progress(logdir))
+            if totals is not None and totals.global_step > 0:
+                break
+            assert process.poll() is None and time.monotonic() < deadline, "not training"
+            time.sleep(0.5)
+        pids = {process.pid, *(child.pid for child
+                               in psutil.Process(process.pid).children(recursive=True))}
+        tree = [proc for proc in psutil.process_iter(["name"]) if proc.pid in pids]
+        names = {proc.pid: proc.info["name"] for proc in tree}
+        assert {"gcs_server", "raylet"} <= set(names.values()), names
+        for proc in tree:
+            try:
+                seen = interfaces(proc.pid)
+            except FileNotFoundError:  # ended since it was listed (Ray retires idle workers)
+                continue
+            assert seen == ["lo"], names[proc.pid]
+        assert interfaces("self") != ["lo"]
+        assert listening_pids().isdisjoint(names), "a process of the run listens on the host"
+        # ...while in the run's own network Ray's servers are there, on loopback.
+        inside = run(nsenter_command(process.pid, [sys.executable, "-c", LISTENING]))
+        assert inside.returncode == 0, inside.stderr
+        servers = {names.get(pid) for pid in json.loads(inside.stdout)}
+        assert {"gcs_server", "raylet"} <= servers, servers
+
+        process.send_signal(signal.SIGTERM)  # the run stops its actors and Ray in order
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            stop_process_tree(process)
+    assert process.returncode == 143, stderr[-3000:]
+    assert "running in a private network" in stdout
+    assert all(not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+               for proc in tree)
+
+
+@pytest.mark.parametrize("module, flags", [
+    ("benchmarks.tf2_ray", ["--logdir"]),
+    ("benchmarks.tf2_multiprocessing", ["--logdir"]),
+    ("benchmarks.run", ["--out"]),
+    ("benchmarks.soak", ["--out"]),
+    ("benchmarks.step_cost", []),
+])
+def test_when_the_kernel_refuses_a_namespace_a_benchmark_says_so_and_starts_nothing(
+        tmp_path, module, flags):
+    if module == "benchmarks.tf2_ray" and not HAS_RAY:
+        pytest.skip("ray is not installed")
+    out = tmp_path / "out"
+    result = run([*in_user_namespace_without_namespaces(), sys.executable, "-m", module,
+                  *(f"{flag}={out}" for flag in flags)])
+    line = one_error_line(result, module)
+    assert "cannot run in a private network: the kernel refused" in line
+    assert "--allow-remote runs on the host network" in line
+    assert result.stdout == "" and not out.exists()
 
 
 # --------------------------------------------------------------------------- worker
