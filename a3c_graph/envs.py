@@ -5,15 +5,17 @@ inference serves B observations. Episodes auto-reset in the same step (Gymnasium
 SAME_STEP mode), and the true final observation of an ended episode is kept, because a
 truncated episode is bootstrapped from the value of exactly that observation.
 
-Atari (``ALE/`` ids, e.g. ALE/Pong-v5) goes through Gymnasium's own wrappers: the ALE env
-is made with frameskip=1 so that AtariPreprocessing does the frame skip (4, max-pooling the
-last two frames), up to 30 no-op actions at reset, grayscale and the resize to
---screen-size (42x42 by default); then FrameStackObservation stacks the last --frame-stack
-(4) frames. Observations are uint8 [4, 42, 42]
-(frames first, as FrameStackObservation stacks them; the CNN moves them to channels-last
-inside the graph), and stay uint8 through the rollout queue. Sticky actions
-(repeat_action_probability 0.25), the minimal action set and the episode limit of 108,000
-emulator frames (27,000 agent steps) are ALE v5's defaults. One agent step is 4 frames.
+Atari (``ALE/`` ids, e.g. ALE/Pong-v5): an actor's batch is ale-py's own vector env
+(Gymnasium's make_vec through the id's registered vector entry point), whose preprocessing
+runs in C++; a single env (evaluation, recording) goes through Gymnasium's own wrappers,
+the ALE env made with frameskip=1 so that AtariPreprocessing does the frame skip. Both give
+the same frames: frame skip 4 with max-pooling of the last two frames, up to 30 no-op
+actions at reset, grayscale, the resize to --screen-size (42x42 by default), and a stack of
+the last --frame-stack (4) frames, zeros before the first. Observations are uint8
+[4, 42, 42] (frames first; the CNN moves them to channels-last inside the graph), and stay
+uint8 through the rollout queue. Sticky actions (repeat_action_probability 0.25), the
+minimal action set and the episode limit of 108,000 emulator frames (27,000 agent steps)
+are ALE v5's defaults. One agent step is 4 frames.
 
 MinAtar (``MinAtar/`` ids, e.g. MinAtar/Breakout-v1; Young and Tian 2019) comes from the
 `minatar` package, whose envs Gymnasium 1.x only knows after minatar.gym.register_envs()
@@ -121,7 +123,8 @@ def _spec(env_id: str):
 
 def make_env(env_id: str, render_mode: str | None = None, *,
              repeat_action_probability: float = 0.25, full_action_space: bool = False,
-             screen_size: int = 42, frame_stack: int = 4) -> gym.Env:
+             screen_size: int = 42, frame_stack: int = 4,
+             noop_max: int = ATARI_NOOP_MAX) -> gym.Env:
     """One env of `env_id`, with the observation and action spaces checked.
 
     For ALE ids: Gymnasium's Atari preprocessing and frame stack (see the module docstring);
@@ -134,10 +137,11 @@ def make_env(env_id: str, render_mode: str | None = None, *,
         env = gym.make(env_id, render_mode=render_mode, frameskip=1,
                        repeat_action_probability=repeat_action_probability,
                        full_action_space=full_action_space)
-        env = AtariPreprocessing(env, noop_max=ATARI_NOOP_MAX, frame_skip=ATARI_FRAME_SKIP,
+        env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=ATARI_FRAME_SKIP,
                                  screen_size=screen_size, terminal_on_life_loss=False,
                                  grayscale_obs=True, scale_obs=False)
-        env = FrameStackObservation(env, frame_stack)
+        # Zero frames before the first, as ale-py's vector env pads (make_atari_vector_env).
+        env = FrameStackObservation(env, frame_stack, padding_type="zero")
     elif is_minatar(env_id):
         # minatar renders rgb frames through seaborn, which it does not install: MinAtarFrames.
         env = gym.make(env_id)
@@ -232,20 +236,52 @@ class Transition(NamedTuple):
     episode_length: np.ndarray  # int32, the finished episode's length where done, else 0
 
 
+def make_atari_vector_env(env_id: str, num_envs: int, *,
+                          repeat_action_probability: float = 0.25,
+                          full_action_space: bool = False, screen_size: int = 42,
+                          frame_stack: int = 4, noop_max: int = ATARI_NOOP_MAX
+                          ) -> gym.vector.VectorEnv:
+    """`num_envs` envs of an ALE id as ale-py's own vector env (Gymnasium's make_vec through
+    the id's registered vector entry point): the emulator, the frame skip with max-pooling,
+    the no-ops, grayscale, resize and frame stack all run in C++, about 190 us of an agent
+    step less than the same preprocessing in Python wrappers (benchmarks/PERFORMANCE.md).
+
+    Its frames are make_env's exactly: the same ALE v5 protocol, and its resize gives the
+    same pixels as AtariPreprocessing's (tests/test_atari.py compares them step by step);
+    both pad the stack of a new episode with zero frames. No reward clipping, no fire at
+    reset, no end of episode on a lost life: those stay the learner's and ALE v5's business.
+    """
+    return gym.make_vec(
+        env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
+        repeat_action_probability=repeat_action_probability,
+        full_action_space=full_action_space, img_height=screen_size, img_width=screen_size,
+        stack_num=frame_stack, frameskip=ATARI_FRAME_SKIP, noop_max=noop_max,
+        maxpool=True, grayscale=True, episodic_life=False, reward_clipping=False,
+        use_fire_reset=False, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        # One emulator thread per batch: the worker's actor thread waits for it, so a batch
+        # takes one core as the Python wrappers did, and two workers take two.
+        num_threads=1)
+
+
 class EnvBatch:
     """B envs of one id stepped together; env i is seeded with seed + i.
 
-    options: make_env's keyword arguments (env_options(config)).
+    options: make_env's keyword arguments (env_options(config)). ALE ids step as ale-py's
+    vector env (make_atari_vector_env), every other id as Gymnasium's SyncVectorEnv of
+    make_env's envs; both auto-reset in the same step.
     """
 
     def __init__(self, env_id: str, num_envs: int, seed: int, **options):
         info = env_info(env_id, **options)
         self.info = info
         self.num_envs = num_envs
-        self._envs = gym.vector.SyncVectorEnv(
-            [functools.partial(make_env, env_id, **options) for _ in range(num_envs)],
-            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-        )
+        if is_atari(env_id):
+            self._envs = make_atari_vector_env(env_id, num_envs, **options)
+        else:
+            self._envs = gym.vector.SyncVectorEnv(
+                [functools.partial(make_env, env_id, **options) for _ in range(num_envs)],
+                autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+            )
         self._envs.action_space.seed(seed)
         obs, _ = self._envs.reset(seed=seed)
         self._obs = obs.astype(info.obs_dtype, copy=False)
@@ -263,7 +299,9 @@ class EnvBatch:
         final_obs = obs
         if done.any():
             final_obs = obs.copy()
-            for i in np.flatnonzero(infos["_final_obs"]):
+            # SyncVectorEnv marks the envs it reset in "_final_obs"; ale-py's vector env
+            # gives "final_obs" for the whole batch, meaningful where an episode ended.
+            for i in np.flatnonzero(infos.get("_final_obs", done)):
                 final_obs[i] = infos["final_obs"][i]
         self._returns += reward
         self._lengths += 1

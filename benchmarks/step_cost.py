@@ -104,7 +104,9 @@ def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
     def policy_only(network):
         def body(t, obs):
             actions = sample_actions(network(obs)[0])
-            return t + 1, obs + tf.cast(actions[:, None], obs.dtype) * 0
+            # Depends on the actions (so the policy runs), leaves the observations as they are.
+            return t + 1, obs + tf.reshape(tf.cast(actions, obs.dtype) * 0,
+                                           [-1] + [1] * (obs.shape.rank - 1))
         return loop(body, tf.zeros([B, *info.obs_shape], info.obs_dtype))
 
     def graph_rollout(network):
@@ -113,8 +115,10 @@ def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
     def learner(network):
         # The learner's forward and backward pass over one rollout of T x B observations
         # (without the bootstrap values of s_T), per env step.
-        obs = tf.constant(np.stack([batch.observe()] * T).reshape(T * B, *info.obs_shape))
-        logits, values = network(obs)
+        # A variable, not a constant: grappler would fold a pass over a constant away.
+        rollout = np.stack([batch.observe()] * T).reshape(T * B, *info.obs_shape)
+        obs = tf1.get_variable("learner_obs", initializer=rollout, trainable=False)
+        logits, values = network(obs.read_value())
         loss = tf.reduce_mean(tf.nn.log_softmax(logits)[:, 0]) + tf.reduce_mean(values)
         return tf.group(tf.gradients(loss, network.variables))
 

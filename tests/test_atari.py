@@ -19,7 +19,13 @@ pytest.importorskip("ale_py", reason="the atari extra is not installed: "
                                       "pip install -e '.[atari]'")
 
 from a3c_graph.config import resolve_config  # noqa: E402
-from a3c_graph.envs import EnvBatch, env_info, env_options, make_env  # noqa: E402
+from a3c_graph.envs import (  # noqa: E402
+    EnvBatch,
+    env_info,
+    env_options,
+    make_atari_vector_env,
+    make_env,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 PONG = "ALE/Pong-v5"
@@ -72,6 +78,53 @@ def test_screen_size_and_frame_stack_flags_shape_the_observations():
         assert obs.shape == (2, 84, 84)
     finally:
         env.close()
+
+
+def test_the_actors_vector_env_gives_the_single_envs_frames():
+    """Training steps ale-py's C++ vector env, evaluation Gymnasium's Python wrappers: a
+    policy must see the same pixels in both. Without sticky actions and no-ops both are
+    deterministic, so the same actions must give identical stacks, zero padding included."""
+    options = {"repeat_action_probability": 0.0, "full_action_space": False,
+               "screen_size": 42, "frame_stack": 4, "noop_max": 0}
+    single = make_env(PONG, **options)
+    vector = make_atari_vector_env(PONG, 1, **options)
+    try:
+        obs, _ = single.reset(seed=0)
+        batch, _ = vector.reset(seed=0)
+        np.testing.assert_array_equal(obs, batch[0])
+        assert not obs[:3].any() and obs[3].any()  # a new episode: zero frames, then its first
+        rng = np.random.default_rng(0)
+        changed = 0
+        for _ in range(150):
+            action = int(rng.integers(single.action_space.n))
+            obs, reward, *_ = single.step(action)
+            batch, rewards, *_ = vector.step(np.array([action], np.int32))
+            np.testing.assert_array_equal(obs, batch[0])
+            assert reward == rewards[0]
+            changed += int((obs[3] != obs[2]).any())
+        assert changed > 100  # the ball and paddles moved: the frames compared were live
+    finally:
+        single.close()
+        vector.close()
+
+
+def test_an_ended_atari_episode_keeps_its_final_frames_and_restarts_from_zeros():
+    batch = EnvBatch(PONG, 2, seed=0)
+    try:
+        rng = np.random.default_rng(0)
+        for _ in range(3000):  # a random Pong game lasts about 800-1000 agent steps
+            step = batch.step(rng.integers(0, 6, 2).astype(np.int32))
+            done = step.terminated | step.truncated
+            if done.any():
+                break
+        i = int(np.flatnonzero(done)[0])
+        assert step.episode_return[i] <= -15 and step.episode_length[i] > 500
+        assert step.final_obs[i][:3].any()  # the last frames of the game just lost
+        assert not step.next_obs[i][:3].any() and step.next_obs[i][3].any()  # a new game
+        others = ~done
+        np.testing.assert_array_equal(step.final_obs[others], step.next_obs[others])
+    finally:
+        batch.close()
 
 
 def test_env_batch_steps_uint8_frames():
