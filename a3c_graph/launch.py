@@ -28,7 +28,8 @@ here when the run ends; its JSON is also the last line the launcher prints), lau
 (only with --background).
 
 Exit status of `start`: 0 after a normal end, 2 for bad input (one line on stderr, nothing
-started or written), 1 when a task crashed, 130/143/129 after SIGINT/SIGTERM/SIGHUP.
+started or written; a cluster whose memory would not fit this machine is bad input too), 1
+when a task crashed or no worker ever trained, 130/143/129 after SIGINT/SIGTERM/SIGHUP.
 """
 
 from __future__ import annotations
@@ -43,13 +44,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from a3c_graph import checkpoints
+from a3c_graph import checkpoints, memory
 from a3c_graph import cluster as cluster_lib
 from a3c_graph import devices as devices_lib
 from a3c_graph.config import (
@@ -69,6 +71,7 @@ from a3c_graph.progress import (
 )
 
 PROG = "launch_cluster"
+LOCAL_SOURCE = "local cluster"
 SLURM_SOURCE = "Slurm step"
 WORKER_MODULE = "a3c_graph.worker"
 LAUNCH_MODULE = "a3c_graph.launch"
@@ -211,7 +214,7 @@ class LaunchPlan:
     tasks: tuple[TaskPlan, ...]  # ps tasks first: workers connect to them
     logdir: Path
     allow_remote: bool
-    source: str  # "local cluster", "cluster file F", "TF_CONFIG cluster" or SLURM_SOURCE
+    source: str  # LOCAL_SOURCE, "cluster file F", "TF_CONFIG cluster" or SLURM_SOURCE
     cluster_file: str | None = None
     tasks_flag: str | None = None
     # Which device each task uses (by CUDA_VISIBLE_DEVICES in its env_overrides).
@@ -219,6 +222,9 @@ class LaunchPlan:
     max_restarts: int = DEFAULT_MAX_RESTARTS
     # The tasks run in a network namespace with only loopback (see private_network_wanted).
     private_network: bool = False
+    # What a dry run warns about and a start refuses: e.g. too little memory on this machine,
+    # which need not be the one the commands are for.
+    dry_run_warnings: tuple[str, ...] = ()
 
     @property
     def workers(self) -> list[TaskPlan]:
@@ -246,9 +252,16 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
 
     cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
     private_network = private_network_wanted(cluster, local_keys, source, args.allow_remote)
+    dry_run_warnings = []
+    try:
+        check_memory(config, cluster, local_keys, source)
+    except LaunchError as error:
+        if not args.dry_run:
+            raise
+        dry_run_warnings.append(str(error))
     # Local mode picked free ports just now; a cluster file's ports must be checked, on the
     # host network (in a private network, a new namespace, every port is free).
-    if source != "local cluster" and not private_network:
+    if source != LOCAL_SOURCE and not private_network:
         for job, index in local_keys:
             try:
                 cluster_lib.check_port_free(cluster[job][index])
@@ -286,7 +299,8 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
                       allow_remote=args.allow_remote, source=source,
                       cluster_file=os.path.abspath(args.cluster) if args.cluster else None,
                       tasks_flag=args.tasks, devices=device_plan,
-                      max_restarts=args.max_restarts, private_network=private_network)
+                      max_restarts=args.max_restarts, private_network=private_network,
+                      dry_run_warnings=tuple(dry_run_warnings))
 
 
 def resolve_target_return(config: A3CConfig) -> float:
@@ -394,13 +408,18 @@ def local_cluster(num_ps: int, num_workers: int) -> tuple[dict, list, str, None]
 
     ports: list[int] = []
     while len(ports) < num_ps + num_workers:
-        port = portpicker.pick_unused_port()
+        try:
+            port = portpicker.pick_unused_port()
+        except portpicker.NoFreePortFoundError:
+            raise LaunchError(f"found {len(ports)} free ports on this machine for the "
+                              f"{num_ps + num_workers} tasks of a local cluster: use fewer "
+                              "workers") from None
         if port not in ports:  # portpicker may hand the same free port out twice
             ports.append(port)
     addresses = [f"127.0.0.1:{port}" for port in ports]
     cluster = {"ps": addresses[:num_ps], "worker": addresses[num_ps:]}
     keys = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
-    return cluster, keys, "local cluster", None
+    return cluster, keys, LOCAL_SOURCE, None
 
 
 def parse_tasks_flag(text: str, cluster: Mapping[str, list]) -> list[tuple[str, int]]:
@@ -480,14 +499,23 @@ def child_env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def check_logdir_writable(logdir: Path) -> None:
-    """LaunchError unless `logdir` exists as a writable directory or could be created."""
+    """LaunchError unless `logdir` exists as a writable directory or could be created.
+
+    The deepest directory of `logdir` that exists must take a new directory: one is made
+    there and removed at once, as only mkdir itself can tell (permission bits say yes to
+    root, and /proc refuses whatever they say), and a refused run leaves nothing behind.
+    """
     probe = logdir
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
         raise LaunchError(f"--logdir {logdir} cannot be created: {probe} is not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise LaunchError(f"--logdir {logdir} cannot be written: {probe} is not writable")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".launch_cluster-", dir=probe))
+    except OSError as error:
+        verb = "written" if probe == logdir else "created"
+        raise LaunchError(f"--logdir {logdir} cannot be {verb}: no directory can be made in "
+                          f"{probe} ({error.strerror or error})") from None
     for sub in ("logs", "pids", "progress", "summary.json"):
         path = logdir / sub
         if path.exists() and not os.access(path, os.W_OK):
@@ -511,6 +539,55 @@ def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
         checkpoints.check_logdir_config(str(logdir), config, info.obs_shape)
     except checkpoints.CheckpointError as error:
         raise LaunchError(str(error)) from None
+
+
+def check_memory(config: A3CConfig, cluster: Mapping[str, list],
+                 local_keys: Sequence[tuple[str, int]], source: str) -> None:
+    """LaunchError when the tasks started here need more memory than this machine has.
+
+    Compared with the memory available now, not the total: what other processes hold is not
+    ours to take, and with no swap the kernel makes room by killing a process, maybe
+    another user's job.
+    """
+    import psutil
+
+    from a3c_graph import envs  # imports gymnasium; env_info is cached from the target check
+
+    jobs = [job for job, _ in local_keys]
+    need = memory.estimate(config, envs.env_info(config.env, **envs.env_options(config)),
+                           jobs.count("ps"), jobs.count("worker"), len(cluster["ps"]))
+    problem = memory_problem(need, psutil.virtual_memory().available, source)
+    if problem:
+        raise LaunchError(problem)
+
+
+# How to need less memory, by the part of the estimate that is largest.
+MEMORY_ADVICE = {
+    "network copies": "use smaller --hidden-sizes, --conv-filters or --lstm-size",
+    "rollouts": "use fewer --envs-per-worker, a shorter --rollout-length or a smaller "
+                "--queue-capacity",
+    "envs": "use fewer --envs-per-worker or --actor-threads",
+}
+
+
+def memory_problem(need: memory.MemoryEstimate, available: int, source: str) -> str | None:
+    """The one line that refuses a start needing more than `available` bytes, or None."""
+    if need.total <= available:
+        return None
+    largest = need.largest_part()
+    advice = MEMORY_ADVICE.get(largest)
+    if advice is None:  # the TF processes themselves: too many of them
+        fit = need.workers_that_fit(available)
+        fewer = (f"use fewer workers (no more than {fit} can fit here)"
+                 if source == LOCAL_SOURCE and fit else "start fewer tasks here")
+        advice = (f"{fewer}, or spread the cluster over several machines (--cluster FILE, or "
+                  "--cluster slurm)")
+    parts = ", ".join(f"{name} {memory.describe_bytes(size)}"
+                      for name, size in need.parts().items() if size >= memory.MB)
+    return (f"the {need.ps + need.workers} task(s) to start here need at least "
+            f"{memory.describe_bytes(need.total)} of memory ({parts}; the network has "
+            f"{need.parameters:,} parameters), more than the "
+            f"{memory.describe_bytes(available)} this machine has available: {advice}")
 
 
 # --------------------------------------------------------------------------- dry run
@@ -723,6 +800,8 @@ class Supervisor:
         # only knows when *it* began.
         self.first_training: float | None = None
         self._stalled: set[int] = set()  # workers already warned about
+        # The latest crash or lost ps of any task: what a run that never trained relays.
+        self.last_failure: str | None = None
 
     # ---- start
 
@@ -776,20 +855,16 @@ class Supervisor:
             workers = [t for t in self.tasks if t.plan.job == "worker"]
             waiting = any(t.plan.job == "worker" for _, t in self.pending)
             if workers and not waiting and all(t.returncode is not None for t in workers):
-                return Outcome(0)
+                return self.run_over()
             if time.monotonic() >= deadline:
-                print(f"{PROG}: warning: the workers did not stop within --max-seconds + "
-                      f"{DEADLINE_GRACE_SECS:.0f} s; stopping them", file=sys.stderr, flush=True)
-                return Outcome(0, "deadline")
+                return self.run_over(at_deadline=True)
             if time.monotonic() >= next_line:
                 next_line += PROGRESS_LINE_SECS
                 self._remember_descendants()
                 progress = read_progress(self.plan.logdir)
                 self._warn_about_stalls(progress)
                 totals = run_totals(progress)
-                if totals is not None and totals.training_started:
-                    self.first_training = min(self.first_training or math.inf,
-                                              totals.training_started)
+                self._note_training(totals)
                 rate = None
                 # No rate across a restart: a restarted task's counters start from zero, and
                 # a restored checkpoint can step back.
@@ -811,14 +886,20 @@ class Supervisor:
         code = task.returncode
         if task.plan.job == "worker" and code == 0:
             return None
+        error = task_error(newest_output(task.log_path))
         if code == EXIT_USAGE:
-            return Outcome(EXIT_USAGE, "error", f"{task.plan.label}: {self._error_line(task)}")
+            return Outcome(EXIT_USAGE, "error", f"{task.plan.label}: " + (
+                error or f"rejected its arguments (exit 2); see {task.log_path}"))
         if code == TASK_EXIT_GAVE_UP:
-            return Outcome(EXIT_CRASH, "crash", f"{task.plan.label} gave up: "
-                           f"{self._error_line(task)}; its log is {task.log_path}")
+            reason = f": {error}" if error else ""
+            return Outcome(EXIT_CRASH, "crash", f"{task.plan.label} gave up{reason}; its log is "
+                           f"{task.log_path}")
         how = f"exited with status {code}" if code >= 0 else f"was killed by signal {-code}"
         if task.plan.job == "ps" and code == 0:
             how = "exited although a ps serves until it is stopped"
+        if error:
+            how += f" ({error})"
+        self.last_failure = f"{task.plan.label} {how}; its log is {task.log_path}"
         if code == TASK_EXIT_LOST_PS:
             print(f"{PROG}: {task.plan.label} lost the ps; restarting it", file=sys.stderr,
                   flush=True)
@@ -838,6 +919,10 @@ class Supervisor:
         task.crashes_in_a_row = crashes
         self.pending.append((time.monotonic() + delay, task))
         return None
+
+    def _note_training(self, totals: Totals | None) -> None:
+        if totals is not None and totals.training_started:
+            self.first_training = min(self.first_training or math.inf, totals.training_started)
 
     def _warn_about_stalls(self, progress: Mapping[int, dict]) -> None:
         """One warning per stall of a training worker that stopped reporting (e.g. a network
@@ -877,17 +962,32 @@ class Supervisor:
             print(f"{PROG}: restarted {old.plan.label} (pid {new.popen.pid}, restart "
                   f"{self.restarts[old.plan.name]})", flush=True)
 
-    @staticmethod
-    def _error_line(task: RunningTask) -> str:
-        """The worker's own one-line error, relayed without its prefix."""
-        try:
-            lines = task.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            lines = []
-        for line in reversed(lines):
-            if line.startswith(WORKER_ERROR_PREFIX):
-                return line[len(WORKER_ERROR_PREFIX):].strip()
-        return f"rejected its arguments (exit 2); see {task.log_path}"
+    def run_over(self, at_deadline: bool = False) -> Outcome:
+        """How a run ends whose workers all stopped, or that reached the backstop deadline
+        (--max-seconds + DEADLINE_GRACE_SECS: the workers stop at --max-seconds themselves,
+        so something is stuck; a launcher of only ps tasks serves until then).
+
+        A run whose workers never trained has failed, however it got here: each crashed, or
+        hung, before its first update (a crashed worker whose budget is spent is not started
+        again). Exit 1, with the last task failure, or where a worker is stuck, relayed.
+        """
+        waited = (f" within --max-seconds {self.plan.config.max_seconds:g} + "
+                  f"{DEADLINE_GRACE_SECS:.0f} s" if at_deadline else "")
+        stop_reason = "deadline" if at_deadline else None
+        workers = [t for t in self.tasks if t.plan.job == "worker"]
+        self._note_training(run_totals(read_progress(self.plan.logdir)))
+        if workers and self.first_training is None:
+            first = workers[0]
+            last_words = ([line.strip() for line in newest_output(first.log_path)
+                           if line.strip()] or ["(nothing)"])[-1]
+            why = self.last_failure or (f"{first.plan.label} has not trained yet; its log "
+                                        f"{first.log_path} ends: {last_words}")
+            return Outcome(EXIT_CRASH, stop_reason or "crash",
+                           f"no worker trained{waited}: {why}")
+        if at_deadline:
+            print(f"{PROG}: warning: the workers did not stop{waited}; stopping them",
+                  file=sys.stderr, flush=True)
+        return Outcome(0, stop_reason)
 
     # ---- stop
 
@@ -929,6 +1029,33 @@ class Supervisor:
             if not is_gone(child):
                 _quietly(child.kill)  # psutil checks the pid still names this very process
         return killed
+
+
+def newest_output(log_path: Path) -> list[str]:
+    """The lines of a task's log that its newest process wrote: those after the last
+    "# <time> launch_cluster: <command>" line, which the supervisor writes at each start."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    starts = [i for i, line in enumerate(lines) if line.startswith("# ") and f" {PROG}: " in line]
+    return lines[starts[-1] + 1:] if starts else lines
+
+
+def task_error(lines: Sequence[str]) -> str | None:
+    """The error a task's output tells of: the worker's own one-line error (its prefix cut),
+    else the exception of the last Python traceback, else None (e.g. a process killed by a
+    signal says nothing)."""
+    for line in reversed(lines):
+        if line.startswith(WORKER_ERROR_PREFIX):
+            return line[len(WORKER_ERROR_PREFIX):].strip()
+    tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    if tracebacks:
+        # The frames are indented; the first line that is not names the exception.
+        for line in lines[tracebacks[-1] + 1:]:
+            if line.strip() and not line[0].isspace():
+                return line.strip()
+    return None
 
 
 # --------------------------------------------------------------------------- summary
@@ -994,7 +1121,7 @@ def run_foreground(plan: LaunchPlan) -> int:
 def start_background(plan: LaunchPlan) -> int:
     """Re-run this launcher detached, with every decision of `plan` spelled out."""
     argv = ["start", "--logdir", str(plan.logdir)]
-    if plan.source == "local cluster":
+    if plan.source == LOCAL_SOURCE:
         argv += ["--ps", str(len(plan.cluster["ps"])), "--workers", str(len(plan.workers))]
     if plan.cluster_file:
         argv += ["--cluster", plan.cluster_file]
@@ -1059,10 +1186,10 @@ def cmd_start(argv: Sequence[str]) -> int:
     for note in plan.devices.notes if plan.devices else ():  # e.g. --gpus auto found no GPU
         print(f"{PROG}: note: {note}", file=sys.stderr, flush=True)
     if args.dry_run:
-        # A dry run may plan for another machine: GPUs missing here are only a warning.
+        # A dry run may plan for another machine: what this one lacks is only a warning.
         missing = plan.devices.missing_warning() if plan.devices else None
-        if missing:
-            print(f"{PROG}: warning: {missing}", file=sys.stderr, flush=True)
+        for warning in ([missing] if missing else []) + list(plan.dry_run_warnings):
+            print(f"{PROG}: warning: {warning}", file=sys.stderr, flush=True)
         warn_if_remote(plan)
         if plan.private_network:  # stdout holds only the commands
             print(f"{PROG}: note: {PRIVATE_NETWORK_LINE.format(verb='would run')}",

@@ -292,6 +292,80 @@ def test_default_logdir_is_not_created_on_bad_input(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("logdir", ["/proc/nope", "/proc/nope/run", "/proc"])
+def test_a_logdir_where_no_directory_can_be_made_is_a_usage_error(logdir, tmp_path):
+    """/proc takes no directory whatever its permission bits say (root may write anywhere)."""
+    result = run_script("--logdir", logdir, cwd=tmp_path)
+    line = assert_one_line_usage_error(result)
+    assert line.startswith(f"{ERROR_PREFIX}--logdir {logdir} cannot be ")
+    assert not Path("/proc/nope").exists()
+    assert list(tmp_path.iterdir()) == []
+    assert not [proc for proc in psutil.process_iter(["cmdline"])  # "/proc" is in others' too
+                if logdir in (proc.info["cmdline"] or [])]
+
+
+# --------------------------------------------------------------------------- too big to fit
+
+# The launcher with its two ways of starting tasks replaced by a failure: should a check let
+# one of these clusters through, the test fails instead of starting thousands of TF processes.
+GUARDED_LAUNCHER = textwrap.dedent('''
+    import sys
+    import a3c_graph.launch as launch
+
+    def start(plan):
+        sys.exit(f"guard: the launcher would have started {len(plan.tasks)} tasks")
+
+    launch.run_foreground = launch.start_background = start
+    sys.exit(launch.main())
+''')
+
+
+def run_guarded(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", GUARDED_LAUNCHER, *args], cwd=cwd,
+                          env=launcher_env(PYTHONPATH=str(REPO)), capture_output=True, text=True,
+                          timeout=120)
+
+
+# Flags, and what the one line must say. A task is a TF process of some 600 MB, a layer of
+# 10^8 units makes a network of 1.3e9 parameters (5.2 GB a copy; the ps holds three), and a
+# CartPole observation is 16 bytes (a rollout holds T x B of them twice).
+TOO_BIG = {
+    "thousands of workers": (["--workers", "5000"], ["need at least", "fewer workers",
+                                                     "several machines"]),
+    "more workers than ports": (["--workers", "100000"], ["fewer workers"]),
+    "a layer too wide": (["--hidden-sizes", "100000000"], ["need at least",
+                                                           "smaller --hidden-sizes"]),
+    "rollouts too long": (["--rollout-length", "10000000", "--envs-per-worker", "100"],
+                          ["need at least", "shorter --rollout-length"]),
+    "too many envs": (["--envs-per-worker", "10000000"], ["need at least",
+                                                          "fewer --envs-per-worker"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOO_BIG))
+def test_a_cluster_too_big_for_this_machine_is_one_line_exit_2_and_starts_nothing(case,
+                                                                                  tmp_path):
+    flags, words = TOO_BIG[case]
+    logdir = tmp_path / "run"
+    result = run_guarded(*flags, "--logdir", str(logdir), cwd=tmp_path)
+    line = assert_one_line_usage_error(result)
+    assert all(word in line for word in words), line
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+    assert processes_mentioning(logdir) == []
+
+
+def test_a_dry_run_too_big_for_this_machine_warns_and_prints_the_commands(tmp_path):
+    """A dry run may plan for a bigger machine than this one."""
+    result = run_script("--dry-run", "--hidden-sizes", "100000000",
+                        "--logdir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    [warning] = [line for line in result.stderr.splitlines() if "need at least" in line]
+    assert warning.startswith("launch_cluster: warning: the 3 task(s) to start here need ")
+    assert len(worker_commands(result.stdout)) == 3
+    assert list(tmp_path.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- status / stop
 
 @pytest.mark.parametrize("command", ["status", "stop"])
@@ -353,7 +427,8 @@ FAKE_WORKER = textwrap.dedent('''
         data = dict(task=args.task, pid=pid or os.getpid(), time=time.time() - age,
                     state=state, global_step=40,
                     env_steps=12800, episodes=150, mean_return_100=199.5, local_env_steps=6400,
-                    local_steps_per_sec=900.0, target_return=195.0, stop_reason=stop_reason)
+                    local_steps_per_sec=900.0, target_return=195.0, stop_reason=stop_reason,
+                    training_started=time.time() - age)
         with open(path + ".tmp", "w") as handle:
             json.dump(data, handle)
         os.replace(path + ".tmp", path)
@@ -653,6 +728,34 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
         assert TENSORBOARD_TAGS <= tags, sorted(TENSORBOARD_TAGS - tags)
         returns = events.Scalars("episode/cluster_mean_return_100")
         assert returns and returns[-1].value > 22  # random play averages about 22
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("env, why", [
+    # Each process of a worker fails before its first update, and is restarted while its
+    # budget lasts: the run ends when none is left, or at the deadline.
+    ("BrokenResetCartPole-v0", r"worker task \d exited with status 1 \(RuntimeError: "
+                               r"simulated env failure at reset\); its log is "),
+    # The workers hang before their first update: the backstop deadline ends the run.
+    ("HangingResetCartPole-v0", r"worker task 0 has not trained yet; its log .* ends: "),
+], ids=["crashing", "hanging"])
+def test_a_run_whose_workers_never_train_fails_and_says_why(env, why, tmp_path, run_cleanup):
+    """It used to end with exit 0 and stop_reason "deadline"; a failed run must not."""
+    logdir = tmp_path / "run"
+    run_cleanup(logdir)
+    result = run_script("--env", f"tests.faulty_env:{env}", "--max-seconds", "1",
+                        "--max-restarts", "100", "--logdir", str(logdir), timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    error = result.stderr.splitlines()[-1]
+    assert re.match(r"launch_cluster: error: no worker trained( within --max-seconds 1 \+ 60 "
+                    r"s)?: " + why, error), error
+    summary = last_json_line(result.stdout)
+    assert summary["exit_code"] == 1 and summary["stop_reason"] in ("crash", "deadline")
+    assert summary == json.loads((logdir / "summary.json").read_text())
+    records = launch.read_pid_files(logdir)
+    assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
+    assert all(record.proc is None for record in records.values()), records
+    assert_all_gone([record.pid for record in records.values()])
 
 
 # The scalars the README documents for TensorBoard.

@@ -316,7 +316,7 @@ def test_when_the_kernel_refuses_a_namespace_the_launcher_says_so_and_starts_not
 
 FAKE_WORKER = textwrap.dedent("""
     # Tells what network, user namespace and uid it got, then exits like a worker that
-    # stopped / a ps that was stopped.
+    # trained and stopped (its last progress file says so) / a ps that was stopped.
     import argparse, json, os, signal, sys, time
     parser = argparse.ArgumentParser()
     parser.add_argument("--job")
@@ -328,6 +328,11 @@ FAKE_WORKER = textwrap.dedent("""
             "uid": os.getuid(), "user_ns": os.readlink("/proc/self/ns/user")}
     with open(os.path.join(args.logdir, f"seen_{args.job}_{args.task}.json"), "w") as handle:
         json.dump(seen, handle)
+    if args.job == "worker":
+        progress = {"task": args.task, "time": time.time(), "state": "done",
+                    "stop_reason": "max_seconds", "training_started": time.time()}
+        with open(os.path.join(args.logdir, "progress", f"worker_{args.task}.json"), "w") as f:
+            json.dump(progress, f)
     if args.job == "ps":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:
