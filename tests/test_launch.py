@@ -29,8 +29,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from a3c_graph import launch
+from a3c_graph.pids import read_pid_files
 from a3c_graph.progress import read_history
+from a3c_graph.supervisor import PROGRESS_LINE_SECS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "launch_cluster.sh"
@@ -74,7 +75,7 @@ def stop_launcher(process: subprocess.Popen) -> None:
 
 def stop_run_processes(logdir: Path) -> None:
     """Last-resort cleanup: end what the run's pid files name, if it is still ours."""
-    procs = [r.proc for r in launch.read_pid_files(logdir).values() if r.proc is not None]
+    procs = [r.proc for r in read_pid_files(logdir).values() if r.proc is not None]
     for proc in procs:
         try:
             proc.terminate()
@@ -477,8 +478,8 @@ def fake_launcher(tmp_path):
 
     def start(mode: str, *args: str) -> tuple[subprocess.Popen, Path]:
         logdir = tmp_path / f"run_{mode}"
-        code = ("import sys, a3c_graph.launch as launch; "
-                "launch.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
+        code = ("import sys, a3c_graph.launch as launch, a3c_graph.pids as pids; "
+                "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
         env = launcher_env(FAKE_MODE=mode,
                            PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
         process = subprocess.Popen([sys.executable, "-c", code, "--logdir", str(logdir), *args],
@@ -607,7 +608,7 @@ def _restarted_and_ready(logdir: Path) -> bool:
 def test_only_a_worker_that_stopped_reporting_is_named(fake_launcher, mode, warned):
     process, logdir = fake_launcher(mode)
     wait_for_tasks(process, logdir, 3)
-    time.sleep(launch.PROGRESS_LINE_SECS + 2)
+    time.sleep(PROGRESS_LINE_SECS + 2)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
@@ -702,7 +703,7 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
                for row in history)
     assert summary["env_steps_per_sec"] > 0
     assert 0 < summary["startup_seconds"] < summary["wall_seconds"]
-    records = launch.read_pid_files(logdir)
+    records = read_pid_files(logdir)
     assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
     assert all(record.proc is None for record in records.values()), records
     assert_all_gone([record.pid for record in records.values()])
@@ -752,7 +753,7 @@ def test_a_run_whose_workers_never_train_fails_and_says_why(env, why, tmp_path, 
     summary = last_json_line(result.stdout)
     assert summary["exit_code"] == 1 and summary["stop_reason"] in ("crash", "deadline")
     assert summary == json.loads((logdir / "summary.json").read_text())
-    records = launch.read_pid_files(logdir)
+    records = read_pid_files(logdir)
     assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
     assert all(record.proc is None for record in records.values()), records
     assert_all_gone([record.pid for record in records.values()])
@@ -777,7 +778,7 @@ def test_background_run_reports_live_and_stops_on_request(tmp_path, run_cleanup)
     status = run_script("status", "--logdir", str(logdir))
     assert status.returncode == 0, status.stdout + status.stderr
     assert f"run {logdir}: live" in status.stdout
-    pids = [record.pid for record in launch.read_pid_files(logdir).values()]
+    pids = [record.pid for record in read_pid_files(logdir).values()]
     assert len(pids) == 4
 
     stop = run_script("stop", "--logdir", str(logdir), timeout=60)
