@@ -31,6 +31,7 @@ from a3c_graph.plan import PROG, LaunchPlan, TaskPlan, command_line
 from a3c_graph.progress import (
     Totals,
     json_number,
+    read_history,
     read_progress,
     run_totals,
     summary_fields,
@@ -341,8 +342,12 @@ class Supervisor:
                   f"{DEADLINE_GRACE_SECS:.0f} s" if at_deadline else "")
         stop_reason = "deadline" if at_deadline else None
         workers = [t for t in self.tasks if t.plan.job == "worker"]
-        self._note_training(run_totals(read_progress(self.plan.logdir)))
-        if workers and self.first_training is None:
+        # The history too: a restarted worker's progress file forgets that an earlier
+        # process of it trained.
+        reports = [*read_progress(self.plan.logdir).values(), *read_history(self.plan.logdir)]
+        trained = self.first_training is not None or any(
+            report.get("training_started") for report in reports)
+        if workers and not trained:
             first = workers[0]
             last_words = ([line.strip() for line in newest_output(first.log_path)
                            if line.strip()] or ["(nothing)"])[-1]

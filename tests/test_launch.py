@@ -435,6 +435,10 @@ FAKE_WORKER = textwrap.dedent('''
         os.replace(path + ".tmp", path)
 
 
+    if args.job == "worker" and mode == "never_train":
+        raise RuntimeError("fake failure before the first update")
+    if args.job == "worker" and mode == "quit":  # stopped before it trained, e.g. by a kill
+        sys.exit(0)
     if args.job == "worker" and args.task == 1:
         time.sleep(0.3)
         if mode == "usage":
@@ -627,6 +631,24 @@ def test_a_worker_that_gave_up_ends_the_run_with_its_reason(fake_launcher):
         "launch_cluster: error: worker task 1 gave up: ps task 0 at 127.0.0.1:1 did not answer; "
         f"its log is {logdir / 'logs' / 'worker_1.log'}"]
     assert last_json_line(stdout)["restarts"] == {}
+    assert_all_gone(task_pids(logdir))
+
+
+@pytest.mark.parametrize("mode, why", [
+    # Restarted while the budget lasts (a back-off of 1 s is past --max-seconds 0.5).
+    ("never_train", r"worker task \d exited with status 1 \(RuntimeError: fake failure before "
+                    r"the first update\); its log is \S+worker_\d\.log"),
+    ("quit", r"worker task 0 has not trained yet; its log \S+worker_0\.log ends: \(nothing\)"),
+])
+def test_a_run_whose_workers_stopped_without_training_fails_and_says_why(fake_launcher, mode,
+                                                                         why):
+    process, logdir = fake_launcher(mode, "--max-seconds", "0.5")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1, stderr
+    assert re.fullmatch("launch_cluster: error: no worker trained: " + why,
+                        stderr.splitlines()[-1]), stderr
+    summary = last_json_line(stdout)
+    assert (summary["stop_reason"], summary["exit_code"]) == ("crash", 1)
     assert_all_gone(task_pids(logdir))
 
 
