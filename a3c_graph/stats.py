@@ -68,10 +68,14 @@ class EpisodeStats:
             indices = tf.stack([tf.fill([count], tf.constant(task, tf.int64)), slots], axis=1)
             # Distinct, increasing stamps keep the order of episodes that end in one rollout.
             stamps = tf.timestamp() + 1e-6 * tf.cast(tf.range(count), tf.float64)
+            # The row's count is read (for the slots) before it is advanced: in one group
+            # with no order between them, the add ran first and shifted the slots.
+            with tf.control_dependencies([indices]):
+                advance = self.recent_written.scatter_nd_add([[task]], tf.reshape(count, [1]))
             return tf.group(
                 self.recent_returns.scatter_nd_update(indices, returns),
                 self.recent_end_times.scatter_nd_update(indices, stamps),
-                self.recent_written.scatter_nd_add([[task]], tf.reshape(count, [1])),
+                advance,
                 self.episodes.assign_add(tf.size(episode_returns, out_type=tf.int64)),
                 self.env_steps.assign_add(tf.cast(num_env_steps, tf.int64)),
             )

@@ -75,11 +75,6 @@ def test_the_mean_is_over_the_newest_window_of_all_workers():
     assert mean == pytest.approx(50 / RECENT_EPISODES)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known bug, left as it was by the refactoring that moved EpisodeStats here: record() "
-    "reads the row's count (recent_written[task]) and adds to it in one tf.group with no "
-    "order between the two; the add runs first here, so a rollout's episodes go to the "
-    "slots after the ones it should fill, skipping some and overwriting newer ones"))
 def test_a_worker_keeps_only_its_own_newest_window():
     cluster = Cluster(workers=1)
     cluster.add(0, np.zeros(RECENT_EPISODES - 10))
