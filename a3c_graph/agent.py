@@ -25,85 +25,10 @@ from a3c_graph.cluster import TaskSpec
 from a3c_graph.config import A3CConfig
 from a3c_graph.envs import EnvBatch, EnvInfo
 from a3c_graph.model import ActorCriticMLP, assign_op, build_network, sync_op, values_of_next_obs
-from a3c_graph.progress import RECENT_EPISODES
 from a3c_graph.rollout import RolloutQueue, build_rollout, sample_actions
+from a3c_graph.stats import EpisodeStats
 
 tf1 = tf.compat.v1
-
-
-
-class EpisodeStats:
-    """Cluster-wide counters on the ps: env steps, episodes, and the recent returns.
-
-    Each worker keeps its own last RECENT_EPISODES returns in its own row, stamped with
-    the time they ended, so no two workers ever write the same slot; the mean over the
-    RECENT_EPISODES newest stamps of all rows is the cluster's mean return of the last 100.
-    """
-
-    def __init__(self, num_workers: int):
-        with tf1.variable_scope("episode_stats"):
-            def counter(name, shape, dtype, init=0):
-                return tf1.get_variable(name, shape, dtype, trainable=False,
-                                        initializer=tf1.constant_initializer(init))
-            self.env_steps = counter("env_steps", [], tf.int64)
-            self.episodes = counter("episodes", [], tf.int64)
-            self.recent_returns = counter("recent_returns", [num_workers, RECENT_EPISODES],
-                                          tf.float32)
-            # -1 marks an empty slot; real stamps are seconds since the epoch.
-            self.recent_end_times = counter("recent_end_times", [num_workers, RECENT_EPISODES],
-                                            tf.float64, init=-1.0)
-            self.recent_written = counter("recent_written", [num_workers], tf.int64)
-
-    @property
-    def device(self) -> str:
-        """The ps task's device the counters live on; record() and counters() run there, so
-        only their inputs and one vector of results cross to the worker."""
-        return self.env_steps.device
-
-    def record(self, task: int, episode_returns, num_env_steps):
-        """Op that adds a rollout's finished episodes ([K] returns, oldest first) and steps."""
-        with tf.device(self.device):
-            return self._record(task, episode_returns, num_env_steps)
-
-    def _record(self, task: int, episode_returns, num_env_steps):
-        returns = episode_returns[-RECENT_EPISODES:]
-        count = tf.size(returns, out_type=tf.int64)
-        start = self.recent_written[task]
-        slots = tf.math.floormod(start + tf.range(count, dtype=tf.int64), RECENT_EPISODES)
-        indices = tf.stack([tf.fill([count], tf.constant(task, tf.int64)), slots], axis=1)
-        # Distinct, increasing stamps keep the order of episodes that end in one rollout.
-        stamps = tf.timestamp() + 1e-6 * tf.cast(tf.range(count), tf.float64)
-        return tf.group(
-            self.recent_returns.scatter_nd_update(indices, returns),
-            self.recent_end_times.scatter_nd_update(indices, stamps),
-            self.recent_written.scatter_nd_add([[task]], tf.reshape(count, [1])),
-            self.episodes.assign_add(tf.size(episode_returns, out_type=tf.int64)),
-            self.env_steps.assign_add(tf.cast(num_env_steps, tf.int64)),
-        )
-
-    def counters(self, global_step):
-        """float64 [5], read on the ps: global step, env steps, episodes, the number of
-        recent episodes known (up to 100) and their mean return (NaN if none). One tensor,
-        so a training step fetches them all in one message (float64 holds these counts
-        exactly)."""
-        with tf.device(self.device):
-            count, mean = self.recent()
-            values = [global_step.read_value(), self.env_steps.read_value(),
-                      self.episodes.read_value(), count, mean]
-            return tf.stack([tf.cast(v, tf.float64) for v in values], name="counters")
-
-    def recent(self):
-        """(number of recent episodes known, up to 100; their mean return, NaN if none)."""
-        stamps = tf.reshape(self.recent_end_times.read_value(), [-1])
-        returns = tf.reshape(self.recent_returns.read_value(), [-1])
-        k = tf.minimum(RECENT_EPISODES, tf.size(stamps))
-        newest = tf.math.top_k(stamps, k=k)
-        valid = newest.values > 0
-        chosen = tf.boolean_mask(tf.gather(returns, newest.indices), valid)
-        count = tf.size(chosen)
-        mean = tf.cond(count > 0, lambda: tf.reduce_mean(chosen),
-                       lambda: tf.constant(float("nan")))
-        return count, mean
 
 
 @dataclass

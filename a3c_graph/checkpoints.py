@@ -41,7 +41,7 @@ from a3c_graph.config import A3CConfig, resolve_policy
 
 CONFIG_FILE = "config.json"
 STATE_FILE = "checkpoint"  # the Saver's checkpoint state file (a CheckpointState text proto)
-# Variables whose first dimension is the number of workers (agent.EpisodeStats).
+# Variables whose first dimension is the number of workers (stats.EpisodeStats).
 WORKER_ROWS_SCOPE = "episode_stats/"
 
 
@@ -345,7 +345,7 @@ def _mismatch(prefix: str, there: Mapping[str, VariableSpec],
             continue
         if (var.startswith(WORKER_ROWS_SCOPE) and was.dtype == now.dtype and was.shape
                 and now.shape and was.shape[1:] == now.shape[1:]):
-            # agent.EpisodeStats keeps a row per worker: the cluster's size is checkpointed.
+            # stats.EpisodeStats keeps a row per worker: the cluster's size is checkpointed.
             return (f"{subject} a run with {was.shape[0]} worker(s), this "
                     f"one has {now.shape[0]} ({var} {list(was.shape)} there, "
                     f"{list(now.shape)} here); use a new --logdir or {was.shape[0]} worker(s)")

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# "Solved" is judged on the mean return of the last 100 finished episodes of the cluster.
-RECENT_EPISODES = 100
 STOP_REASON_PRIORITY = ("solved", "max_steps", "max_seconds", "signal")
 
 

@@ -34,6 +34,7 @@ from collections import deque
 from a3c_graph import tf_env
 from a3c_graph.cluster import SLURM_DEFAULT_PORT, ClusterError  # stdlib only at import: cheap
 from a3c_graph.progress import ProgressFile, write_json_atomic
+from a3c_graph.stats import RECENT_EPISODES, solved
 
 PROG = "a3c_graph.worker"
 
@@ -145,8 +146,9 @@ class Progress:
         self.config = config
         self.file = ProgressFile(logdir, task, target_return, config.progress_secs)
         self.writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "tb", f"worker_{task}"))
-        self.returns: deque = deque(maxlen=RECENT_WINDOW)
-        self.lengths: deque = deque(maxlen=RECENT_WINDOW)
+        # This worker's own recent episodes, as TensorBoard's episode/return and length.
+        self.returns: deque = deque(maxlen=RECENT_EPISODES)
+        self.lengths: deque = deque(maxlen=RECENT_EPISODES)
         self.losses: dict = {}
         self.fetched: dict = {}
 
@@ -195,8 +197,6 @@ class Progress:
     def close(self) -> None:
         self.writer.close()
 
-
-RECENT_WINDOW = 100
 
 
 # --------------------------------------------------------------------------- tasks
@@ -379,7 +379,9 @@ def wait_for_ps(spec, timeout: float) -> None:
 
 
 def stop_reason_for(fetched: dict, config, target_return: float, started: float) -> str | None:
-    if int(fetched["recent_count"]) >= 100 and float(fetched["mean_return_100"]) >= target_return:
+    """Why a worker stops after an update that read the cluster's counters `fetched`, or
+    None: solved (stats.solved), the env steps or the seconds of its budget spent."""
+    if solved(int(fetched["recent_count"]), float(fetched["mean_return_100"]), target_return):
         return "solved"
     if int(fetched["env_steps"]) >= config.max_steps:
         return "max_steps"

@@ -43,8 +43,9 @@ from typing import Any, NoReturn
 
 from a3c_graph.config import A3CConfig, add_config_arguments, resolve_config
 from a3c_graph.envs import env_info, env_options
-from a3c_graph.launch import LaunchError, resolve_target_return
-from a3c_graph.progress import RECENT_EPISODES, read_history
+from a3c_graph.plan import LaunchError, resolve_target_return
+from a3c_graph.progress import read_history
+from a3c_graph.stats import RECENT_EPISODES
 from benchmarks import runtime
 from benchmarks.run import REPO, RunInterrupted, RunSpec, _median, machine_info, run_one
 

@@ -69,7 +69,7 @@ import psutil
 
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
 from a3c_graph.envs import env_info, env_options
-from a3c_graph.launch import LaunchError, resolve_target_return
+from a3c_graph.plan import LaunchError, resolve_target_return
 from a3c_graph.progress import Totals, read_progress, run_totals
 from benchmarks import runtime
 

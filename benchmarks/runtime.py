@@ -30,8 +30,10 @@ from typing import Any, NoReturn
 from a3c_graph import netns, tf_env
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
 from a3c_graph.envs import env_info, env_options
-from a3c_graph.launch import LaunchError, is_gone, resolve_target_return
-from a3c_graph.progress import RECENT_EPISODES, json_number, summary_fields, write_atomic
+from a3c_graph.pids import is_gone
+from a3c_graph.plan import LaunchError, resolve_target_return
+from a3c_graph.progress import json_number, summary_fields, write_atomic
+from a3c_graph.stats import RECENT_EPISODES
 from a3c_graph.worker import stop_reason_for
 
 EXIT_USAGE = 2

@@ -31,6 +31,7 @@ import psutil
 
 from a3c_graph import launch
 from a3c_graph.config import add_config_arguments, config_from_args, config_to_argv
+from a3c_graph.pids import read_pid_file, read_pid_files
 from a3c_graph.progress import read_progress, run_totals
 from benchmarks import runtime
 
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 def task_rss_mb(logdir: Path) -> dict[str, float]:
     """RSS of every live task of the run, by name (worker_3, ps_0, launcher)."""
     rss = {}
-    for name, record in launch.read_pid_files(logdir).items():
+    for name, record in read_pid_files(logdir).items():
         if record.proc is not None:
             try:
                 rss[name] = record.proc.memory_info().rss / 2**20
@@ -62,7 +63,7 @@ def task_rss_mb(logdir: Path) -> dict[str, float]:
 
 
 def kill_worker(logdir: Path, task: int) -> int | None:
-    record = launch.read_pid_file(logdir / "pids" / f"worker_{task}.pid", logdir)
+    record = read_pid_file(logdir / "pids" / f"worker_{task}.pid", logdir)
     if record.proc is None:
         return None
     record.proc.send_signal(signal.SIGKILL)
@@ -107,7 +108,7 @@ def soak(args: argparse.Namespace, flags: list[str], out: Path) -> dict:
                       flush=True)
             time.sleep(SAMPLE_SECS)
     finally:
-        pids = {name: r.pid for name, r in launch.read_pid_files(logdir).items() if r.proc}
+        pids = {name: r.pid for name, r in read_pid_files(logdir).items() if r.proc}
         stop_began = time.monotonic()
         stop = subprocess.run([str(launch.WRAPPER_SCRIPT), "stop", "--logdir", str(logdir)],
                               capture_output=True, text=True)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a3c_graph.config import A3CConfig
-from a3c_graph.launch import describe_target
+from a3c_graph.plan import describe_target
 from a3c_graph.progress import ProgressFile
 from benchmarks import runtime
 

@@ -36,7 +36,7 @@ from typing import Any
 import ray
 
 from a3c_graph.config import A3CConfig
-from a3c_graph.launch import describe_target
+from a3c_graph.plan import describe_target
 from a3c_graph.progress import ProgressFile
 from benchmarks import runtime
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Start, inspect or stop a local a3c_graph cluster; all the work is in a3c_graph/launch.py.
+# Start, inspect or stop a local a3c_graph cluster; all the work is in a3c_graph/launch.py
+# (and the plan.py, supervisor.py and pids.py it uses).
 #   scripts/launch_cluster.sh [start] [flags]     (see --help; --dry-run prints every command)
 #   scripts/launch_cluster.sh status --logdir D
 #   scripts/launch_cluster.sh stop --logdir D

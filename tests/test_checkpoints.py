@@ -286,7 +286,7 @@ def test_a_checkpoint_of_another_policy_is_refused(tmp_path, there, here):
 
 
 def test_a_checkpoint_of_another_number_of_workers_is_refused(tmp_path):
-    # agent.EpisodeStats keeps a row per worker, so the cluster's size is in the checkpoint.
+    # stats.EpisodeStats keeps a row per worker, so the cluster's size is in the checkpoint.
     write_run(tmp_path, workers=2)
     with pytest.raises(CheckpointError, match=r"holds checkpoints of a run with 2 worker\(s\), "
                                               r"this one has 1 \(episode_stats/\S+ \[2(, 100)?\] "

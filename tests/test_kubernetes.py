@@ -20,6 +20,7 @@ import yaml
 from a3c_graph import launch, worker
 from a3c_graph.cluster import non_loopback_hosts, resolve_task
 from a3c_graph.config import config_from_args
+from a3c_graph.plan import resolve_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / "deploy" / "kubernetes" / "tfjob.yaml"
@@ -91,7 +92,7 @@ def test_every_replica_resolves_the_same_cluster_and_its_own_task():
         chiefs += [spec.address] if spec.is_chief else []
         # scripts/launch_cluster.sh in the pod would start the same one task.
         launch_args = launch.build_start_parser().parse_args(["--allow-remote"])
-        cluster, keys, _, _ = launch.resolve_cluster(launch_args, {"TF_CONFIG": tf_config})
+        cluster, keys, _, _ = resolve_cluster(launch_args, {"TF_CONFIG": tf_config})
         assert (cluster, keys) == (expected, [(job, index)])
     assert chiefs == [f"{name}-worker-0.default.svc:2222"]
 

@@ -29,8 +29,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from a3c_graph import launch
+from a3c_graph.pids import read_pid_files
 from a3c_graph.progress import read_history
+from a3c_graph.supervisor import PROGRESS_LINE_SECS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "launch_cluster.sh"
@@ -74,7 +75,7 @@ def stop_launcher(process: subprocess.Popen) -> None:
 
 def stop_run_processes(logdir: Path) -> None:
     """Last-resort cleanup: end what the run's pid files name, if it is still ours."""
-    procs = [r.proc for r in launch.read_pid_files(logdir).values() if r.proc is not None]
+    procs = [r.proc for r in read_pid_files(logdir).values() if r.proc is not None]
     for proc in procs:
         try:
             proc.terminate()
@@ -292,6 +293,80 @@ def test_default_logdir_is_not_created_on_bad_input(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("logdir", ["/proc/nope", "/proc/nope/run", "/proc"])
+def test_a_logdir_where_no_directory_can_be_made_is_a_usage_error(logdir, tmp_path):
+    """/proc takes no directory whatever its permission bits say (root may write anywhere)."""
+    result = run_script("--logdir", logdir, cwd=tmp_path)
+    line = assert_one_line_usage_error(result)
+    assert line.startswith(f"{ERROR_PREFIX}--logdir {logdir} cannot be ")
+    assert not Path("/proc/nope").exists()
+    assert list(tmp_path.iterdir()) == []
+    assert not [proc for proc in psutil.process_iter(["cmdline"])  # "/proc" is in others' too
+                if logdir in (proc.info["cmdline"] or [])]
+
+
+# --------------------------------------------------------------------------- too big to fit
+
+# The launcher with its two ways of starting tasks replaced by a failure: should a check let
+# one of these clusters through, the test fails instead of starting thousands of TF processes.
+GUARDED_LAUNCHER = textwrap.dedent('''
+    import sys
+    import a3c_graph.launch as launch
+
+    def start(plan):
+        sys.exit(f"guard: the launcher would have started {len(plan.tasks)} tasks")
+
+    launch.run_foreground = launch.start_background = start
+    sys.exit(launch.main())
+''')
+
+
+def run_guarded(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", GUARDED_LAUNCHER, *args], cwd=cwd,
+                          env=launcher_env(PYTHONPATH=str(REPO)), capture_output=True, text=True,
+                          timeout=120)
+
+
+# Flags, and what the one line must say. A task is a TF process of some 600 MB, a layer of
+# 10^8 units makes a network of 1.3e9 parameters (5.2 GB a copy; the ps holds three), and a
+# CartPole observation is 16 bytes (a rollout holds T x B of them twice).
+TOO_BIG = {
+    "thousands of workers": (["--workers", "5000"], ["need at least", "fewer workers",
+                                                     "several machines"]),
+    "more workers than ports": (["--workers", "100000"], ["fewer workers"]),
+    "a layer too wide": (["--hidden-sizes", "100000000"], ["need at least",
+                                                           "smaller --hidden-sizes"]),
+    "rollouts too long": (["--rollout-length", "10000000", "--envs-per-worker", "100"],
+                          ["need at least", "shorter --rollout-length"]),
+    "too many envs": (["--envs-per-worker", "10000000"], ["need at least",
+                                                          "fewer --envs-per-worker"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TOO_BIG))
+def test_a_cluster_too_big_for_this_machine_is_one_line_exit_2_and_starts_nothing(case,
+                                                                                  tmp_path):
+    flags, words = TOO_BIG[case]
+    logdir = tmp_path / "run"
+    result = run_guarded(*flags, "--logdir", str(logdir), cwd=tmp_path)
+    line = assert_one_line_usage_error(result)
+    assert all(word in line for word in words), line
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+    assert processes_mentioning(logdir) == []
+
+
+def test_a_dry_run_too_big_for_this_machine_warns_and_prints_the_commands(tmp_path):
+    """A dry run may plan for a bigger machine than this one."""
+    result = run_script("--dry-run", "--hidden-sizes", "100000000",
+                        "--logdir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    [warning] = [line for line in result.stderr.splitlines() if "need at least" in line]
+    assert warning.startswith("launch_cluster: warning: the 3 task(s) to start here need ")
+    assert len(worker_commands(result.stdout)) == 3
+    assert list(tmp_path.iterdir()) == []
+
+
 # --------------------------------------------------------------------------- status / stop
 
 @pytest.mark.parametrize("command", ["status", "stop"])
@@ -353,12 +428,17 @@ FAKE_WORKER = textwrap.dedent('''
         data = dict(task=args.task, pid=pid or os.getpid(), time=time.time() - age,
                     state=state, global_step=40,
                     env_steps=12800, episodes=150, mean_return_100=199.5, local_env_steps=6400,
-                    local_steps_per_sec=900.0, target_return=195.0, stop_reason=stop_reason)
+                    local_steps_per_sec=900.0, target_return=195.0, stop_reason=stop_reason,
+                    training_started=time.time() - age)
         with open(path + ".tmp", "w") as handle:
             json.dump(data, handle)
         os.replace(path + ".tmp", path)
 
 
+    if args.job == "worker" and mode == "never_train":
+        raise RuntimeError("fake failure before the first update")
+    if args.job == "worker" and mode == "quit":  # stopped before it trained, e.g. by a kill
+        sys.exit(0)
     if args.job == "worker" and args.task == 1:
         time.sleep(0.3)
         if mode == "usage":
@@ -402,8 +482,8 @@ def fake_launcher(tmp_path):
 
     def start(mode: str, *args: str) -> tuple[subprocess.Popen, Path]:
         logdir = tmp_path / f"run_{mode}"
-        code = ("import sys, a3c_graph.launch as launch; "
-                "launch.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
+        code = ("import sys, a3c_graph.launch as launch, a3c_graph.pids as pids; "
+                "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
         env = launcher_env(FAKE_MODE=mode,
                            PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
         process = subprocess.Popen([sys.executable, "-c", code, "--logdir", str(logdir), *args],
@@ -532,7 +612,7 @@ def _restarted_and_ready(logdir: Path) -> bool:
 def test_only_a_worker_that_stopped_reporting_is_named(fake_launcher, mode, warned):
     process, logdir = fake_launcher(mode)
     wait_for_tasks(process, logdir, 3)
-    time.sleep(launch.PROGRESS_LINE_SECS + 2)
+    time.sleep(PROGRESS_LINE_SECS + 2)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
@@ -551,6 +631,24 @@ def test_a_worker_that_gave_up_ends_the_run_with_its_reason(fake_launcher):
         "launch_cluster: error: worker task 1 gave up: ps task 0 at 127.0.0.1:1 did not answer; "
         f"its log is {logdir / 'logs' / 'worker_1.log'}"]
     assert last_json_line(stdout)["restarts"] == {}
+    assert_all_gone(task_pids(logdir))
+
+
+@pytest.mark.parametrize("mode, why", [
+    # Restarted while the budget lasts (a back-off of 1 s is past --max-seconds 0.5).
+    ("never_train", r"worker task \d exited with status 1 \(RuntimeError: fake failure before "
+                    r"the first update\); its log is \S+worker_\d\.log"),
+    ("quit", r"worker task 0 has not trained yet; its log \S+worker_0\.log ends: \(nothing\)"),
+])
+def test_a_run_whose_workers_stopped_without_training_fails_and_says_why(fake_launcher, mode,
+                                                                         why):
+    process, logdir = fake_launcher(mode, "--max-seconds", "0.5")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1, stderr
+    assert re.fullmatch("launch_cluster: error: no worker trained: " + why,
+                        stderr.splitlines()[-1]), stderr
+    summary = last_json_line(stdout)
+    assert (summary["stop_reason"], summary["exit_code"]) == ("crash", 1)
     assert_all_gone(task_pids(logdir))
 
 
@@ -627,7 +725,7 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
                for row in history)
     assert summary["env_steps_per_sec"] > 0
     assert 0 < summary["startup_seconds"] < summary["wall_seconds"]
-    records = launch.read_pid_files(logdir)
+    records = read_pid_files(logdir)
     assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
     assert all(record.proc is None for record in records.values()), records
     assert_all_gone([record.pid for record in records.values()])
@@ -655,6 +753,34 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
         assert returns and returns[-1].value > 22  # random play averages about 22
 
 
+@pytest.mark.e2e
+@pytest.mark.parametrize("env, why", [
+    # Each process of a worker fails before its first update, and is restarted while its
+    # budget lasts: the run ends when none is left, or at the deadline.
+    ("BrokenResetCartPole-v0", r"worker task \d exited with status 1 \(RuntimeError: "
+                               r"simulated env failure at reset\); its log is "),
+    # The workers hang before their first update: the backstop deadline ends the run.
+    ("HangingResetCartPole-v0", r"worker task 0 has not trained yet; its log .* ends: "),
+], ids=["crashing", "hanging"])
+def test_a_run_whose_workers_never_train_fails_and_says_why(env, why, tmp_path, run_cleanup):
+    """It used to end with exit 0 and stop_reason "deadline"; a failed run must not."""
+    logdir = tmp_path / "run"
+    run_cleanup(logdir)
+    result = run_script("--env", f"tests.faulty_env:{env}", "--max-seconds", "1",
+                        "--max-restarts", "100", "--logdir", str(logdir), timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    error = result.stderr.splitlines()[-1]
+    assert re.match(r"launch_cluster: error: no worker trained( within --max-seconds 1 \+ 60 "
+                    r"s)?: " + why, error), error
+    summary = last_json_line(result.stdout)
+    assert summary["exit_code"] == 1 and summary["stop_reason"] in ("crash", "deadline")
+    assert summary == json.loads((logdir / "summary.json").read_text())
+    records = read_pid_files(logdir)
+    assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
+    assert all(record.proc is None for record in records.values()), records
+    assert_all_gone([record.pid for record in records.values()])
+
+
 # The scalars the README documents for TensorBoard.
 TENSORBOARD_TAGS = {
     "episode/return", "episode/length", "episode/cluster_mean_return_100", "loss/loss",
@@ -674,7 +800,7 @@ def test_background_run_reports_live_and_stops_on_request(tmp_path, run_cleanup)
     status = run_script("status", "--logdir", str(logdir))
     assert status.returncode == 0, status.stdout + status.stderr
     assert f"run {logdir}: live" in status.stdout
-    pids = [record.pid for record in launch.read_pid_files(logdir).values()]
+    pids = [record.pid for record in read_pid_files(logdir).values()]
     assert len(pids) == 4
 
     stop = run_script("stop", "--logdir", str(logdir), timeout=60)

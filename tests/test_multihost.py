@@ -39,7 +39,7 @@ import psutil
 import pytest
 from conftest import alive, checkpoint_step
 
-from a3c_graph import launch
+from a3c_graph.pids import read_pid_files
 from a3c_graph.progress import read_progress
 
 pytestmark = pytest.mark.e2e
@@ -222,7 +222,7 @@ class Run:
     pids: set[int] = field(default_factory=set)  # every pid its pid files ever named
 
     def remember_pids(self) -> None:
-        for record in launch.read_pid_files(self.logdir).values():
+        for record in read_pid_files(self.logdir).values():
             if record.proc is not None:
                 self.pids.add(record.pid)
 
@@ -301,7 +301,7 @@ class Launchers:
                 run.process.kill()
                 run.process.wait(timeout=10)
         for run in order:
-            for record in launch.read_pid_files(run.logdir).values():
+            for record in read_pid_files(run.logdir).values():
                 if record.proc is not None:  # still ours: read_pid_file checked it
                     try:
                         record.proc.kill()

@@ -35,7 +35,8 @@ import psutil
 import pytest
 from conftest import nsenter_command, stop_process_tree
 
-from a3c_graph import launch, netns
+from a3c_graph import netns
+from a3c_graph.pids import read_pid_files
 from a3c_graph.progress import read_progress, run_totals
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,7 +88,7 @@ def run_cleanup():
     logdirs: list[Path] = []
     yield logdirs.append
     for logdir in logdirs:
-        procs = [r.proc for r in launch.read_pid_files(logdir).values() if r.proc is not None]
+        procs = [r.proc for r in read_pid_files(logdir).values() if r.proc is not None]
         for proc in procs:
             try:
                 proc.terminate()
@@ -201,7 +202,7 @@ def test_a_local_run_trains_in_a_private_network_no_one_outside_can_reach(tmp_pa
         assert time.monotonic() < deadline, (logdir / "launcher.log").read_text()[-3000:]
         time.sleep(0.5)
 
-    records = launch.read_pid_files(logdir)
+    records = read_pid_files(logdir)
     assert set(records) == {"launcher", "ps_0", "worker_0", "worker_1"}
     for record in records.values():
         assert record.proc is not None, record
@@ -316,7 +317,7 @@ def test_when_the_kernel_refuses_a_namespace_the_launcher_says_so_and_starts_not
 
 FAKE_WORKER = textwrap.dedent("""
     # Tells what network, user namespace and uid it got, then exits like a worker that
-    # stopped / a ps that was stopped.
+    # trained and stopped (its last progress file says so) / a ps that was stopped.
     import argparse, json, os, signal, sys, time
     parser = argparse.ArgumentParser()
     parser.add_argument("--job")
@@ -328,6 +329,11 @@ FAKE_WORKER = textwrap.dedent("""
             "uid": os.getuid(), "user_ns": os.readlink("/proc/self/ns/user")}
     with open(os.path.join(args.logdir, f"seen_{args.job}_{args.task}.json"), "w") as handle:
         json.dump(seen, handle)
+    if args.job == "worker":
+        progress = {"task": args.task, "time": time.time(), "state": "done",
+                    "stop_reason": "max_seconds", "training_started": time.time()}
+        with open(os.path.join(args.logdir, "progress", f"worker_{args.task}.json"), "w") as f:
+            json.dump(progress, f)
     if args.job == "ps":
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:
@@ -344,8 +350,8 @@ def test_an_unprivileged_launcher_runs_its_tasks_in_a_private_network_as_the_use
         pytest.skip("no user namespaces for a process without CAP_SYS_ADMIN here")
     (tmp_path / "fake_worker.py").write_text(FAKE_WORKER)
     logdir = tmp_path / "run"
-    code = ("import sys, a3c_graph.launch as launch; "
-            "launch.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
+    code = ("import sys, a3c_graph.launch as launch, a3c_graph.pids as pids; "
+            "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
     process = subprocess.Popen(
         [*prefix, sys.executable, "-c", code, "--logdir", str(logdir), "--max-restarts=0"],
         cwd=tmp_path, env=env_without_tf_config(PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}"),

@@ -21,6 +21,13 @@ import pytest
 from a3c_graph import launch, worker
 from a3c_graph.cluster import SLURM_DEFAULT_PORT, ClusterError, resolve_task
 from a3c_graph.config import config_from_args
+from a3c_graph.plan import (
+    SLURM_SOURCE,
+    LaunchError,
+    plan_start,
+    resolve_cluster,
+    slurm_logdir,
+)
 from tests.test_worker_cli import usage_error
 
 REPO = Path(__file__).resolve().parents[1]
@@ -237,8 +244,8 @@ def test_each_launcher_starts_the_task_of_its_rank(slurm, tmp_path):
     slurm.task(2)  # worker 1, on node2 at `port`
     args = start_args("--cluster", "slurm", "--port", str(port), "--allow-remote",
                       "--logdir", str(tmp_path / "run"))
-    plan = launch.plan_start(args, os.environ)
-    assert plan.source == launch.SLURM_SOURCE
+    plan = plan_start(args, os.environ)
+    assert plan.source == SLURM_SOURCE
     assert plan.cluster == {"ps": [f"node1:{port}"],
                             "worker": [f"node1:{port + 1}", f"node2:{port}", f"node2:{port + 1}"]}
     [task] = plan.tasks
@@ -253,7 +260,7 @@ def test_each_launcher_starts_the_task_of_its_rank(slurm, tmp_path):
 
 
 def test_launcher_default_logdir_is_named_after_the_slurm_job(slurm):
-    assert launch.slurm_logdir(None, "MinAtar/Breakout-v1", ("ps", 0), {"SLURM_JOB_ID": "77"}) \
+    assert slurm_logdir(None, "MinAtar/Breakout-v1", ("ps", 0), {"SLURM_JOB_ID": "77"}) \
         == os.path.join("runs", "MinAtar-Breakout-v1-slurm-77", "ps_0")
 
 
@@ -265,14 +272,14 @@ def test_launcher_default_logdir_is_named_after_the_slurm_job(slurm):
 ])
 def test_launcher_bad_input(slurm, argv, words):
     slurm.task(0)
-    with pytest.raises(launch.LaunchError, match=re.escape(words)):
-        launch.resolve_cluster(start_args("--cluster", "slurm", *argv), os.environ)
+    with pytest.raises(LaunchError, match=re.escape(words)):
+        resolve_cluster(start_args("--cluster", "slurm", *argv), os.environ)
 
 
 def test_launcher_port_without_slurm_and_background_with_it(slurm):
-    with pytest.raises(launch.LaunchError, match="--port goes with --cluster slurm"):
-        launch.resolve_cluster(start_args("--port", "3000"), os.environ)
-    with pytest.raises(launch.LaunchError, match="--background does not go with --cluster slurm"):
+    with pytest.raises(LaunchError, match="--port goes with --cluster slurm"):
+        resolve_cluster(start_args("--port", "3000"), os.environ)
+    with pytest.raises(LaunchError, match="--background does not go with --cluster slurm"):
         launch.cmd_start(["--cluster", "slurm", "--background", "--allow-remote"])
 
 

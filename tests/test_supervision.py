@@ -22,7 +22,7 @@ import psutil
 import pytest
 from conftest import alive, checkpoint_step
 
-from a3c_graph import launch
+from a3c_graph.pids import read_pid_files
 from a3c_graph.progress import read_progress
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def stop_everything(process: subprocess.Popen, logdir: Path) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    procs = [r.proc for r in launch.read_pid_files(logdir).values() if r.proc is not None]
+    procs = [r.proc for r in read_pid_files(logdir).values() if r.proc is not None]
     for proc in procs:
         try:
             proc.kill()
