@@ -187,6 +187,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "lstm_size": 256,
         "max_steps": 10_000_000,
         "grad_clip_norm": 0.5,
+        "entropy_coef": 0.0025,
         "max_seconds": 86_400.0,
         "checkpoint_secs": 120.0,
         "clip_rewards": True,

@@ -184,7 +184,7 @@ def test_pong_has_four_frames_per_agent_step_and_every_variant_gets_the_atari_pr
     run = runtime.parse_variant_args("tf2_mp", "", command[3:])
     assert run.config == dataclasses.replace(config, max_seconds=120.0)
     assert (run.config.hidden_sizes, run.config.rollout_length, run.config.learning_rate,
-            run.config.target_return) == ((256,), 20, 1e-4, 18.0)
+            run.config.target_return) == ((256,), 20, 4e-4, 18.0)
     graph_command = bench_run.variant_command(dataclasses.replace(spec, variant="graph"),
                                               config, tmp_path / "run")
     assert graph_command[2:] == command[3:]  # the graph launcher gets the same flags
@@ -356,11 +356,11 @@ def test_tf2_network_is_the_graphs_and_its_loss_and_clipped_gradients_the_ground
 def test_tf2_cnn_network_is_the_graphs_and_its_loss_the_ground_truth():
     from a3c_graph.config import resolve_config
 
-    # The atari preset (raw n-step advantages, clipped rewards) with a smaller dense layer;
+    # The atari preset (raw GAE advantages, clipped rewards) with a smaller dense layer;
     # episodes end mid-rollout, so the learner also evaluates final observations.
     config = resolve_config({"env": PONG, "rollout_length": 4, "envs_per_worker": 2,
                              "hidden_sizes": (16,)})
-    rollout = consistent_rollout(config, (4, 84, 84), np.uint8, 6)
+    rollout = consistent_rollout(config, (4, 42, 42), np.uint8, 6)
     model, info, logits, values, next_values = tf2_model_like_the_graphs(config, rollout)
     _, parts = tf2_gradient_step(model, config, info, rollout)
     assert_loss_is_the_ground_truth(

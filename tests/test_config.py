@@ -167,7 +167,7 @@ def test_atari_preset_is_picked_for_ale_ids_and_fills_only_the_flags_not_given()
     config = parse(["--env", "ALE/Pong-v5", "--rollout-length", "32", "--learning-rate", "1e-3"])
     assert config.preset == "auto"
     assert config.rollout_length == 32 and config.learning_rate == 1e-3  # given: kept
-    assert config.hidden_sizes == (256,) and config.gae_lambda == 1.0  # the preset's
+    assert config.hidden_sizes == (256,) and config.grad_clip_norm == 0.5  # the preset's
     assert config.normalize_advantages is False
     assert config.target_return == 18.0  # Pong's spec has no reward_threshold
     assert config.gamma == A3CConfig().gamma  # not in the preset: the default
