@@ -434,10 +434,10 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
                   tasks: Sequence[RunningTask], restarts: Mapping[str, int],
                   first_training: float | None = None) -> dict:
     summary, totals = summary_fields(plan.logdir, started)
-    from a3c_graph.envs import ATARI_FRAME_SKIP, is_atari  # gymnasium is imported by now
+    from a3c_graph.envs import env_info, env_options  # cached from the plan's env check
 
     # Emulator frames, the unit Atari results are reported in (4 per agent step on ALE ids).
-    frame_skip = ATARI_FRAME_SKIP if is_atari(plan.config.env) else 1
+    frame_skip = env_info(plan.config.env, **env_options(plan.config)).frame_skip
     summary.update({
         "env": plan.config.env,
         "frames": summary["env_steps"] * frame_skip,
