@@ -3,7 +3,7 @@
 #   docker build -t a3c-graph:0.1.0 .
 #
 # deploy/kubernetes/tfjob.yaml runs this image as the ps and workers of a Kubeflow TFJob.
-# A task started by hand on the host network needs --allow-remote (README, Security).
+# A task started by hand on the host network needs --allow-remote (docs/security.md).
 FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 \
