@@ -31,8 +31,8 @@ import threading
 
 PROG = "benchmarks.ps_pusher"
 NET_ENVS = {"cartpole": "CartPole-v1", "pong": "ALE/Pong-v5"}
-# Random gradients of this scale: Adam's steps stay small and finite for any number of
-# updates (the values do not matter to the ps, their size does).
+# The gradients' values do not matter to the ps (Adam does the same work for any), only
+# their size; small ones keep the globals' random walk small over any number of updates.
 GRADIENT_STDDEV = 1e-3
 COUNTER = struct.Struct("<Q")  # the updates made so far, in --counter
 
@@ -57,8 +57,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def build_update(tf, config, info, spec):
-    """The learner's update of worker `spec.task` on random gradients: (update op, the
-    initializers to run once). Placement and crossings as in agent.build_worker_graph."""
+    """The learner's update of worker `spec.task` on random gradients: (the update op, the
+    initializers to run once, the global network). Placement and crossings as in
+    agent.build_worker_graph."""
     from a3c_graph import transfer
     from a3c_graph.agent import learning_rate_scale
     from a3c_graph.model import build_network
