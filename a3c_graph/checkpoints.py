@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from a3c_graph.config import A3CConfig, resolve_policy
+from a3c_graph.config import A3CConfig, is_atari, resolve_policy
 
 CONFIG_FILE = "config.json"
 STATE_FILE = "checkpoint"  # the Saver's checkpoint state file (a CheckpointState text proto)
@@ -187,7 +187,7 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     if there.env != here.env:
         return [("env", there.env, here.env)]
     differences = []
-    if there.env.startswith("ALE/"):
+    if is_atari(there.env):
         for flag in ("full_action_space", "screen_size", "frame_stack"):
             values = [str(getattr(c, flag)).lower() for c in (there, here)]
             if values[0] != values[1]:

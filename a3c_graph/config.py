@@ -219,14 +219,25 @@ PRESETS: dict[str, dict[str, Any]] = {
 ATARI_TARGET_RETURNS = {"Pong": 18.0}
 
 
+def is_atari(env_id: str) -> bool:
+    """An Arcade Learning Environment id (ALE/Pong-v5): the atari preset, ALE's flags, envs.py's
+    Atari preprocessing. Here, not in envs.py, so that telling needs no gymnasium import."""
+    return env_id.startswith("ALE/")
+
+
+def is_minatar(env_id: str) -> bool:
+    """A MinAtar id (MinAtar/Breakout-v1): the minatar preset and package."""
+    return env_id.startswith("MinAtar/")
+
+
 def resolve_preset(preset: str, env: str) -> str:
     """The preset `preset` names for `env`: "auto" becomes atari for ALE/ ids, minatar for
     MinAtar/ ids, else cartpole."""
     if preset != "auto":
         return preset
-    if env.startswith("ALE/"):
+    if is_atari(env):
         return "atari"
-    return "minatar" if env.startswith("MinAtar/") else "cartpole"
+    return "minatar" if is_minatar(env) else "cartpole"
 
 
 def preset_values(preset: str, env: str) -> dict[str, Any]:

@@ -48,7 +48,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+
+from a3c_graph.cli import OneLineParser, UsageError, fail
 
 PROG = "a3c_graph.devices"
 FAKE_GPUS_ENV = "A3C_GRAPH_FAKE_GPUS"
@@ -560,11 +561,6 @@ def devices_that_ran(run_metadata, graph) -> list[str]:
 
 # --------------------------------------------------------------------------- command line
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise DeviceError(f"{message} (see {self.prog} --help)")
-
-
 def add_gpu_arguments(parser: argparse.ArgumentParser, default: str = "none") -> None:
     """--gpus and --gpu-memory-fraction, as the launcher and `plan` take them."""
     parser.add_argument("--gpus", default=default, metavar="SPEC",
@@ -577,10 +573,10 @@ def add_gpu_arguments(parser: argparse.ArgumentParser, default: str = "none") ->
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=PROG, allow_abbrev=False,
+    parser = OneLineParser(prog=PROG, allow_abbrev=False,
                             description="Show which device each task of a cluster would use.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="plan",
-                                     parser_class=_OneLineParser)
+                                     parser_class=OneLineParser)
     plan = commands.add_parser("plan", allow_abbrev=False,
                                help="Print the device plan of a cluster.")
     plan.add_argument("--workers", type=int, default=2, help="Worker tasks (default: 2).")
@@ -603,9 +599,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tasks = [("ps", i) for i in range(args.ps)] + [("worker", i) for i in range(args.workers)]
         plan = plan_devices(tasks, args.gpus, args.gpu_memory_fraction,
                             MECHANISMS[args.mechanism])
-    except DeviceError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+    except (DeviceError, UsageError) as error:
+        return fail(PROG, error)
     for note in plan.notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)
     warning = plan.missing_warning()

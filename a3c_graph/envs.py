@@ -36,6 +36,8 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from a3c_graph.config import is_atari, is_minatar
+
 ATARI_FRAME_SKIP = 4
 ATARI_NOOP_MAX = 30
 
@@ -55,14 +57,6 @@ class EnvInfo:
     reward_threshold: float | None
     max_episode_steps: int | None
     frame_skip: int = 1  # emulator frames per agent step (4 for Atari)
-
-
-def is_atari(env_id: str) -> bool:
-    return env_id.startswith("ALE/")
-
-
-def is_minatar(env_id: str) -> bool:
-    return env_id.startswith("MinAtar/")
 
 
 def env_options(config) -> dict:

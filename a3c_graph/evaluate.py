@@ -21,21 +21,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from a3c_graph import tf_env
+from a3c_graph.cli import OneLineParser, UsageError, fail
 
 PROG = "a3c_graph.evaluate"
 
 
-class UsageError(Exception):
-    pass
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0], help_hint=False)
     parser.add_argument("--logdir", required=True, action="append",
                         help="The run's log dir; repeat it to play several models at once.")
     parser.add_argument("--copies", type=int, default=1,
@@ -111,7 +103,8 @@ def _recording_env(config, video_dir: str, name_prefix: str):
     """The run's env, rendering rgb frames, with the first episode recorded as an mp4."""
     import gymnasium as gym
 
-    from a3c_graph.envs import ATARI_FRAME_SKIP, env_options, is_atari, make_env
+    from a3c_graph.config import is_atari
+    from a3c_graph.envs import ATARI_FRAME_SKIP, env_options, make_env
 
     # rgb_array frames need no screen; SDL (pygame draws CartPole) must not look for one.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -230,8 +223,7 @@ def main(argv=None) -> int:
         except EnvError as error:
             raise UsageError(str(error)) from None
     except UsageError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return 2
+        return fail(PROG, error)
     if len(results) == 1:
         print(json.dumps(results[0], sort_keys=True))
         return 0

@@ -43,18 +43,26 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from a3c_graph import cluster as cluster_lib
 from a3c_graph import devices as devices_lib
 from a3c_graph import pids
+from a3c_graph.cli import (
+    EXIT_CRASH,
+    EXIT_NOT_LIVE,
+    EXIT_USAGE,
+    SIGNAL_EXIT,
+    OneLineParser,
+    StopSignals,
+    UsageError,
+    fail,
+)
 from a3c_graph.config import add_config_arguments, config_to_argv
 from a3c_graph.plan import (
     DEFAULT_MAX_RESTARTS,
     LOCAL_SOURCE,
     PACKAGE_ROOT,
     PROG,
-    LaunchError,
     LaunchPlan,
     child_env_overrides,
     command_line,
@@ -63,12 +71,9 @@ from a3c_graph.plan import (
 )
 from a3c_graph.progress import read_progress, run_totals, write_atomic
 from a3c_graph.supervisor import (
-    EXIT_CRASH,
-    EXIT_USAGE,
-    SIGNAL_EXIT,
+    LAUNCHER_SIGNALS,
     STOP_TIMEOUT_SECS,
     Outcome,
-    Signals,
     Supervisor,
     build_summary,
     progress_line,
@@ -78,20 +83,12 @@ WRAPPER_SCRIPT = PACKAGE_ROOT / "scripts" / "launch_cluster.sh"
 # `stop` waits this long for the launcher to wind everything down before killing.
 STOP_COMMAND_TIMEOUT_SECS = 20.0
 BACKGROUND_START_TIMEOUT_SECS = 30.0
-EXIT_NOT_LIVE = 3  # `status` and `stop`: no live run
 
 
 # --------------------------------------------------------------------------- command line
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse whose errors are one line (the usage block would break the contract)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise LaunchError(f"{message} (see {self.prog} --help)")
-
-
 def build_start_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog=PROG, allow_abbrev=False,
         usage=f"{PROG} [start] [options]  |  {PROG} status --logdir D  |  {PROG} stop --logdir D",
         description="Start a local a3c_graph cluster (one process per ps/worker task) and "
@@ -139,7 +136,7 @@ def build_start_parser() -> argparse.ArgumentParser:
 
 
 def build_logdir_parser(command: str, description: str) -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=f"{PROG} {command}", allow_abbrev=False, description=description)
+    parser = OneLineParser(prog=f"{PROG} {command}", allow_abbrev=False, description=description)
     parser.add_argument("--logdir", required=True, help="The run's log directory.")
     return parser
 
@@ -172,7 +169,7 @@ def enter_private_network(plan: LaunchPlan) -> None:
     kernel makes only for a single-threaded process, and numpy (imported while planning)
     has started BLAS threads by now: then this launcher is executed again through
     a3c_graph.netns (same pid and command line, with the logdir it chose), plans again and
-    comes back here in the private network. LaunchError when the kernel refuses, before
+    comes back here in the private network. UsageError when the kernel refuses, before
     anything is written or started.
     """
     from a3c_graph import netns
@@ -180,7 +177,7 @@ def enter_private_network(plan: LaunchPlan) -> None:
     try:
         netns.enter_or_reexecute([*sys.orig_argv[1:], "--logdir", str(plan.logdir)])
     except netns.NamespaceError as error:
-        raise LaunchError(private_network_refused(error)) from None
+        raise UsageError(private_network_refused(error)) from None
     print(f"{PROG}: {PRIVATE_NETWORK_LINE.format(verb='run')}", flush=True)
 
 
@@ -194,8 +191,8 @@ def private_network_refused(error: Exception) -> str:
 
 def run_foreground(plan: LaunchPlan) -> int:
     if plan.private_network:
-        enter_private_network(plan)  # LaunchError if refused: nothing written or started yet
-    signals = Signals()
+        enter_private_network(plan)  # UsageError if refused: nothing written or started yet
+    signals = StopSignals(LAUNCHER_SIGNALS)
     signals.install()  # before any task exists: a signal must never orphan one
     warn_if_remote(plan)
     supervisor = Supervisor(plan, signals)
@@ -283,9 +280,9 @@ def _remove_empty_dirs(path: Path) -> None:
 def cmd_start(argv: Sequence[str]) -> int:
     args = build_start_parser().parse_args(argv)
     if args.dry_run and args.background:
-        raise LaunchError("--dry-run and --background do not go together")
+        raise UsageError("--dry-run and --background do not go together")
     if args.background and args.cluster == cluster_lib.SLURM:
-        raise LaunchError("--background does not go with --cluster slurm: Slurm ends a step's "
+        raise UsageError("--background does not go with --cluster slurm: Slurm ends a step's "
                           "processes once srun's tasks exit; run the launcher in the foreground")
     plan = plan_start(args, os.environ)
     for note in plan.devices.notes if plan.devices else ():  # e.g. --gpus auto found no GPU
@@ -306,7 +303,7 @@ def cmd_start(argv: Sequence[str]) -> int:
         try:
             plan.devices.check_visible()
         except devices_lib.DeviceError as error:
-            raise LaunchError(str(error)) from None
+            raise UsageError(str(error)) from None
         if plan.devices.gpus:
             print(f"{PROG}: {plan.devices.summary_line()}", flush=True)
     if args.background:
@@ -416,11 +413,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = argv.pop(0)
     try:
         if command not in COMMANDS:
-            raise LaunchError(f"unknown command {command!r}; use start, status or stop")
+            raise UsageError(f"unknown command {command!r}; use start, status or stop")
         return COMMANDS[command](argv)
-    except LaunchError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    except UsageError as error:
+        return fail(PROG, error)
     except KeyboardInterrupt:  # Ctrl-C before anything was started
         return SIGNAL_EXIT[signal.SIGINT]
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from a3c_graph.config import A3CConfig, resolve_policy
+from a3c_graph.config import A3CConfig, is_atari, is_minatar, resolve_policy
 
 if TYPE_CHECKING:  # envs imports gymnasium, which `status` and `stop` do without
     from a3c_graph.envs import EnvInfo
@@ -88,8 +88,6 @@ def _cnn_torso(config: A3CConfig, obs_shape: Sequence[int]) -> tuple[int, int]:
 
 def env_bytes(env_id: str) -> int:
     """What one env of `env_id` costs a worker (measured per family, see the constants)."""
-    from a3c_graph.envs import is_atari, is_minatar  # gymnasium: only once a start is planned
-
     if is_atari(env_id):
         return ATARI_ENV_BYTES
     return MINATAR_ENV_BYTES if is_minatar(env_id) else CLASSIC_ENV_BYTES

@@ -3,7 +3,7 @@
 plan_start turns the command line into a LaunchPlan: the config (its target return resolved
 from the env, so every worker agrees), the cluster and which of its tasks start here, the
 log dir, each task's exact command and environment, and its device. Every input a user can
-get wrong is checked here and refused with a LaunchError, one line, before a file is written
+get wrong is checked here and refused with a UsageError, one line, before a file is written
 or a process started: bad flags, a cluster file or TF_CONFIG that does not parse, a taken
 port, a log dir that cannot be written or holds another network's checkpoints or a live
 run, and a cluster whose memory would not fit this machine (a3c_graph/memory.py). A dry run
@@ -33,7 +33,9 @@ from pathlib import Path
 from a3c_graph import checkpoints, memory, pids
 from a3c_graph import cluster as cluster_lib
 from a3c_graph import devices as devices_lib
+from a3c_graph.cli import UsageError
 from a3c_graph.config import A3CConfig, config_from_args, config_to_argv, resolve_policy
+from a3c_graph.stats import target_return
 
 PROG = "launch_cluster"
 LOCAL_SOURCE = "local cluster"
@@ -42,10 +44,6 @@ SLURM_SOURCE = "Slurm step"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 # Crashes in a row after which the supervisor gives a task up (--max-restarts).
 DEFAULT_MAX_RESTARTS = 5
-
-
-class LaunchError(Exception):
-    """Bad input from the user: shown as one line on stderr, exit status 2."""
 
 
 @dataclass(frozen=True)
@@ -95,22 +93,22 @@ class LaunchPlan:
 
 
 def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPlan:
-    """Validate every input and decide every command; raises LaunchError, starts nothing."""
+    """Validate every input and decide every command; raises UsageError, starts nothing."""
     try:
         config = config_from_args(args)
     except ValueError as error:
-        raise LaunchError(str(error)) from None
+        raise UsageError(str(error)) from None
     for flag in ("workers", "ps"):
         value = getattr(args, flag)
         if value is not None and value < 1:
-            raise LaunchError(f"--{flag} must be at least 1, got {value}")
+            raise UsageError(f"--{flag} must be at least 1, got {value}")
     if args.max_restarts < 0:
-        raise LaunchError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
+        raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
     try:
         devices_lib.parse_gpus(args.gpus)
         devices_lib.check_memory_fraction(args.gpu_memory_fraction)
     except devices_lib.DeviceError as error:
-        raise LaunchError(str(error)) from None
+        raise UsageError(str(error)) from None
     config = dataclasses.replace(config, target_return=resolve_target_return(config))
 
     cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
@@ -118,7 +116,7 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     dry_run_warnings = []
     try:
         check_memory(config, cluster, local_keys, source)
-    except LaunchError as error:
+    except UsageError as error:
         if not args.dry_run:
             raise
         dry_run_warnings.append(str(error))
@@ -129,7 +127,7 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
             try:
                 cluster_lib.check_port_free(cluster[job][index])
             except cluster_lib.ClusterError as error:
-                raise LaunchError(f"{job} task {index}: {error}") from None
+                raise UsageError(f"{job} task {index}: {error}") from None
 
     if source == SLURM_SOURCE:
         logdir = Path(os.path.abspath(slurm_logdir(args.logdir, config.env, local_keys[0],
@@ -147,7 +145,7 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
             keys, args.gpus, args.gpu_memory_fraction, devices_lib.ENV_MECHANISM,
             devices_lib.detect_gpus(environ))
     except devices_lib.DeviceError as error:
-        raise LaunchError(str(error)) from None
+        raise UsageError(str(error)) from None
     env_overrides = child_env_overrides(environ)
     if tf_config is not None:
         env_overrides["TF_CONFIG"] = tf_config
@@ -173,19 +171,15 @@ def resolve_target_return(config: A3CConfig) -> float:
     try:
         info = envs.env_info(config.env, **envs.env_options(config))
     except envs.EnvError as error:
-        raise LaunchError(str(error)) from None
+        raise UsageError(str(error)) from None
     except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise LaunchError(f"env {config.env!r} cannot be made: {first}") from None
+        raise UsageError(f"env {config.env!r} cannot be made: {first}") from None
     try:  # the network must fit the observations, e.g. no --policy cnn on CartPole
         resolve_policy(config.policy, info.obs_shape)
+        return target_return(config, info)
     except ValueError as error:
-        raise LaunchError(str(error)) from None
-    if config.target_return is not None:
-        return config.target_return
-    if info.reward_threshold is None:
-        raise LaunchError(f"env {config.env!r} has no reward_threshold; give --target-return")
-    return float(info.reward_threshold)
+        raise UsageError(str(error)) from None
 
 
 def describe_target(target_return: float) -> str:
@@ -213,12 +207,12 @@ def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
     """(cluster, the (job, index) tasks to start here, source, TF_CONFIG text or None)."""
     slurm = args.cluster == cluster_lib.SLURM
     if args.port is not None and not slurm:
-        raise LaunchError("--port goes with --cluster slurm; the other cluster sources list "
+        raise UsageError("--port goes with --cluster slurm; the other cluster sources list "
                           "every task's address")
     tf_config = environ.get("TF_CONFIG") if not args.cluster else None
     if not args.cluster and not tf_config:
         if args.tasks:
-            raise LaunchError("--tasks needs --cluster FILE or TF_CONFIG")
+            raise UsageError("--tasks needs --cluster FILE or TF_CONFIG")
         return local_cluster(args.ps or 1, args.workers or 2)
 
     try:
@@ -232,26 +226,26 @@ def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
             cluster, named_job, named_index = cluster_lib.cluster_from_tf_config(tf_config)
             source = "TF_CONFIG cluster"
     except cluster_lib.ClusterError as error:
-        raise LaunchError(str(error)) from None
+        raise UsageError(str(error)) from None
     remote = cluster_lib.non_loopback_hosts(cluster)
     if remote and not args.allow_remote:
-        raise LaunchError(f"address {remote[0]} is not loopback; the TF server is unauthenticated "
+        raise UsageError(f"address {remote[0]} is not loopback; the TF server is unauthenticated "
                           "gRPC, so pass --allow-remote only if the network is trusted")
     for flag, job in (("workers", "worker"), ("ps", "ps")):
         given = getattr(args, flag)
         if given is not None and given != len(cluster[job]):  # a Slurm step: --ps made it
-            raise LaunchError(f"--{flag} {given} disagrees with the {source}, which has "
+            raise UsageError(f"--{flag} {given} disagrees with the {source}, which has "
                               f"{len(cluster[job])} {job} task(s); drop --{flag}")
 
     if slurm and args.tasks:
-        raise LaunchError("--cluster slurm starts the task of this launcher's Slurm rank; "
+        raise UsageError("--cluster slurm starts the task of this launcher's Slurm rank; "
                           "drop --tasks")
     if named_job is not None:
         if args.tasks:
-            raise LaunchError("TF_CONFIG names its task; drop --tasks (or unset task in TF_CONFIG)")
+            raise UsageError("TF_CONFIG names its task; drop --tasks (or unset task in TF_CONFIG)")
         index = 0 if named_index is None else named_index
         if not 0 <= index < len(cluster[named_job]):
-            raise LaunchError(f"TF_CONFIG task index {index} is outside job {named_job!r} "
+            raise UsageError(f"TF_CONFIG task index {index} is outside job {named_job!r} "
                               f"({len(cluster[named_job])} task(s))")
         keys = [(named_job, index)]
     elif args.tasks:
@@ -260,7 +254,7 @@ def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
         keys = [(job, i) for job in cluster_lib.JOBS for i, address in enumerate(cluster[job])
                 if is_local_host(cluster_lib.split_host_port(address)[0])]
         if not keys:
-            raise LaunchError(f"no task of the {source} is on this machine; "
+            raise UsageError(f"no task of the {source} is on this machine; "
                               "name the ones to start here with --tasks worker:0,ps:0")
     return cluster, keys, source, tf_config
 
@@ -274,7 +268,7 @@ def local_cluster(num_ps: int, num_workers: int) -> tuple[dict, list, str, None]
         try:
             port = portpicker.pick_unused_port()
         except portpicker.NoFreePortFoundError:
-            raise LaunchError(f"found {len(ports)} free ports on this machine for the "
+            raise UsageError(f"found {len(ports)} free ports on this machine for the "
                               f"{num_ps + num_workers} tasks of a local cluster: use fewer "
                               "workers") from None
         if port not in ports:  # portpicker may hand the same free port out twice
@@ -290,10 +284,10 @@ def parse_tasks_flag(text: str, cluster: Mapping[str, list]) -> list[tuple[str, 
     for part in (p.strip() for p in text.split(",")):
         job, _, index_text = part.partition(":")
         if job not in cluster_lib.JOBS or not index_text.isdigit():
-            raise LaunchError(f"--tasks entry {part!r} is not of the form worker:I or ps:I")
+            raise UsageError(f"--tasks entry {part!r} is not of the form worker:I or ps:I")
         index = int(index_text)
         if index >= len(cluster[job]):
-            raise LaunchError(f"--tasks entry {part!r} is outside the cluster: job {job!r} has "
+            raise UsageError(f"--tasks entry {part!r} is outside the cluster: job {job!r} has "
                               f"{len(cluster[job])} task(s)")
         if (job, index) not in keys:
             keys.append((job, index))
@@ -307,7 +301,7 @@ def private_network_wanted(cluster: Mapping[str, list], local_keys: Sequence[tup
     TF's server listens on every interface whatever host the cluster names, so a loopback
     cluster is only loopback for real inside such a namespace (a3c_graph/netns.py), and its
     tasks can only meet there if this one launcher starts them all. Tasks of a loopback
-    cluster split over several launchers would meet on the host network: LaunchError unless
+    cluster split over several launchers would meet on the host network: UsageError unless
     --allow-remote says that network is trusted. With --allow-remote (or a non-loopback
     cluster, which resolve_cluster already let through only with it) the host network it is.
     """
@@ -315,7 +309,7 @@ def private_network_wanted(cluster: Mapping[str, list], local_keys: Sequence[tup
         return False
     total = sum(len(cluster[job]) for job in cluster_lib.JOBS)
     if len(local_keys) < total:
-        raise LaunchError(
+        raise UsageError(
             f"this launcher would start {len(local_keys)} of the {total} tasks of the {source}, "
             "and tasks split over several launchers meet on the host network, where TF "
             "listens on every interface: start them all with one launcher (its private "
@@ -362,7 +356,7 @@ def child_env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def check_logdir_writable(logdir: Path) -> None:
-    """LaunchError unless `logdir` exists as a writable directory or could be created.
+    """UsageError unless `logdir` exists as a writable directory or could be created.
 
     The deepest directory of `logdir` that exists must take a new directory: one is made
     there and removed at once, as only mkdir itself can tell (permission bits say yes to
@@ -372,28 +366,28 @@ def check_logdir_writable(logdir: Path) -> None:
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise LaunchError(f"--logdir {logdir} cannot be created: {probe} is not a directory")
+        raise UsageError(f"--logdir {logdir} cannot be created: {probe} is not a directory")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".launch_cluster-", dir=probe))
     except OSError as error:
         verb = "written" if probe == logdir else "created"
-        raise LaunchError(f"--logdir {logdir} cannot be {verb}: no directory can be made in "
+        raise UsageError(f"--logdir {logdir} cannot be {verb}: no directory can be made in "
                           f"{probe} ({error.strerror or error})") from None
     for sub in ("logs", "pids", "progress", "summary.json"):
         path = logdir / sub
         if path.exists() and not os.access(path, os.W_OK):
-            raise LaunchError(f"--logdir {logdir} cannot be written: {path} is not writable")
+            raise UsageError(f"--logdir {logdir} cannot be written: {path} is not writable")
 
 
 def check_no_live_run(logdir: Path) -> None:
     for record in pids.read_pid_files(logdir).values():
         if record.proc is not None:
-            raise LaunchError(f"a run is still live in {logdir} ({record.name} pid {record.pid}); "
+            raise UsageError(f"a run is still live in {logdir} ({record.name} pid {record.pid}); "
                               f"stop it first: {PROG} stop --logdir {logdir}")
 
 
 def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
-    """LaunchError if `logdir` holds checkpoints of a network this config would not build
+    """UsageError if `logdir` holds checkpoints of a network this config would not build
     (the chief would fail to restore them, or a different run's files would be mixed in)."""
     from a3c_graph import envs  # imports gymnasium; env_info is cached from the target check
 
@@ -401,12 +395,12 @@ def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
         info = envs.env_info(config.env, **envs.env_options(config))
         checkpoints.check_logdir_config(str(logdir), config, info.obs_shape)
     except checkpoints.CheckpointError as error:
-        raise LaunchError(str(error)) from None
+        raise UsageError(str(error)) from None
 
 
 def check_memory(config: A3CConfig, cluster: Mapping[str, list],
                  local_keys: Sequence[tuple[str, int]], source: str) -> None:
-    """LaunchError when the tasks started here need more memory than this machine has.
+    """UsageError when the tasks started here need more memory than this machine has.
 
     Compared with the memory available now, not the total: what other processes hold is not
     ours to take, and with no swap the kernel makes room by killing a process, maybe
@@ -421,7 +415,7 @@ def check_memory(config: A3CConfig, cluster: Mapping[str, list],
                            jobs.count("ps"), jobs.count("worker"), len(cluster["ps"]))
     problem = memory_problem(need, psutil.virtual_memory().available, source)
     if problem:
-        raise LaunchError(problem)
+        raise UsageError(problem)
 
 
 # How to need less memory, by the part of the estimate that is largest.

@@ -25,6 +25,20 @@ def solved(recent_count: int, mean_return: float, target_return: float) -> bool:
     return recent_count >= RECENT_EPISODES and mean_return >= target_return
 
 
+def target_return(config, info) -> float:
+    """The mean return at which a run of `config` (A3CConfig) on an env of `info`
+    (envs.EnvInfo) is solved: --target-return, else the env spec's reward_threshold.
+
+    The launcher resolves it before the tasks start and hands it to each of them, so every
+    worker agrees; a worker started by hand resolves it the same way. ValueError (one
+    sentence) when neither is there.
+    """
+    target = config.target_return if config.target_return is not None else info.reward_threshold
+    if target is None:
+        raise ValueError(f"env {config.env!r} has no reward_threshold; give --target-return")
+    return float(target)
+
+
 class EpisodeStats:
     """Cluster-wide counters on the ps: env steps, episodes, and the recent returns.
 

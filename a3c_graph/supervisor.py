@@ -27,6 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from a3c_graph import pids
+from a3c_graph.cli import (
+    EXIT_CRASH,
+    EXIT_GAVE_UP,
+    EXIT_LOST_PS,
+    EXIT_USAGE,
+    WORKER_PROG,
+    StopSignals,
+)
 from a3c_graph.plan import PROG, LaunchPlan, TaskPlan, command_line
 from a3c_graph.progress import (
     Totals,
@@ -50,14 +58,11 @@ DEADLINE_GRACE_SECS = 60.0
 # reported as stalled.
 STALL_SECS = 30.0
 
-EXIT_CRASH = 1
-EXIT_USAGE = 2
-SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
-# The worker's own exit statuses and error line (a3c_graph/worker.py).
-TASK_EXIT_USAGE = 2
-TASK_EXIT_GAVE_UP = 3
-TASK_EXIT_LOST_PS = 75
-WORKER_ERROR_PREFIX = "a3c_graph.worker: error:"
+# The tasks run in their own sessions, so a terminal's Ctrl-C or hang-up reaches only the
+# launcher; it must outlive the signal to stop them in order.
+LAUNCHER_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# The worker's own error line (a3c_graph/worker.py), relayed without its prefix.
+WORKER_ERROR_PREFIX = f"{WORKER_PROG}: error:"
 
 # A task's restarts: after its n-th crash in a row it waits RESTART_BACKOFF_SECS[n-1] (the
 # last entry from then on); a task that ran HEALTHY_SECS before crashing starts counting
@@ -98,10 +103,10 @@ def restart_decision(job: str, code: int, ran_secs: float, crashes_before: int,
     """
     if job == "worker" and code == 0:
         return RestartDecision(TaskExit.DONE, crashes_before, None)
-    if code in (TASK_EXIT_USAGE, TASK_EXIT_GAVE_UP):
-        kind = TaskExit.USAGE if code == TASK_EXIT_USAGE else TaskExit.GAVE_UP
+    if code in (EXIT_USAGE, EXIT_GAVE_UP):
+        kind = TaskExit.USAGE if code == EXIT_USAGE else TaskExit.GAVE_UP
         return RestartDecision(kind, crashes_before, None)
-    if code == TASK_EXIT_LOST_PS:
+    if code == EXIT_LOST_PS:
         return RestartDecision(TaskExit.LOST_PS, crashes_before, RESTART_BACKOFF_SECS[0])
     crashes = 1 if ran_secs >= HEALTHY_SECS else crashes_before + 1
     if crashes > max_restarts:
@@ -111,30 +116,6 @@ def restart_decision(job: str, code: int, ran_secs: float, crashes_before: int,
 
 
 # --------------------------------------------------------------------------- running tasks
-
-class Signals:
-    """Turns SIGINT/SIGTERM/SIGHUP into a flag the supervisor loop checks.
-
-    The tasks run in their own sessions, so a terminal's Ctrl-C or hang-up reaches only
-    the launcher; it must outlive the signal to stop them in order.
-    """
-
-    HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.repeated = False  # a second signal: stop waiting politely, kill now
-
-    def install(self) -> None:
-        for signum in self.HANDLED:
-            signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, _frame) -> None:
-        if self.received is None:
-            self.received = signum
-        else:
-            self.repeated = True
-
 
 @dataclass
 class RunningTask:
@@ -163,7 +144,7 @@ class Outcome:
 class Supervisor:
     """Starts the planned tasks, watches them, and stops them, always by their own pids."""
 
-    def __init__(self, plan: LaunchPlan, signals: Signals) -> None:
+    def __init__(self, plan: LaunchPlan, signals: StopSignals) -> None:
         self.plan = plan
         self.signals = signals
         self.tasks: list[RunningTask] = []  # the newest process of each task
@@ -219,7 +200,7 @@ class Supervisor:
         last: Totals | None = None
         while True:
             if self.signals.received is not None:
-                return Outcome(SIGNAL_EXIT.get(self.signals.received, 130), "interrupted")
+                return Outcome(self.signals.exit_code, "interrupted")
             for task in self.tasks:
                 if task.returncode is None and task.poll() is not None:
                     outcome = self.on_task_exit(task)

@@ -32,23 +32,24 @@ import time
 from collections import deque
 
 from a3c_graph import tf_env
+from a3c_graph.cli import (
+    EXIT_GAVE_UP,
+    EXIT_LOST_PS,
+    WORKER_PROG,
+    OneLineParser,
+    StopSignals,
+    UsageError,
+    fail,
+)
 from a3c_graph.cluster import SLURM_DEFAULT_PORT, ClusterError  # stdlib only at import: cheap
 from a3c_graph.progress import ProgressFile, write_json_atomic
-from a3c_graph.stats import RECENT_EPISODES, solved
+from a3c_graph.stats import RECENT_EPISODES, solved, target_return
 
-PROG = "a3c_graph.worker"
+PROG = WORKER_PROG
 
-EXIT_CRASH = 1
-EXIT_USAGE = 2
-EXIT_GAVE_UP = 3
-EXIT_LOST_PS = 75  # EX_TEMPFAIL: start me again
 # Updates in a row whose loss or gradients are NaN/inf before a worker stops.
 NONFINITE_PATIENCE = 20
 WAIT_MESSAGE_SECS = 10.0
-
-
-class UsageError(Exception):
-    """Bad input from the user: shown as one line, exit status 2."""
 
 
 class GaveUp(Exception):
@@ -62,7 +63,7 @@ class LostPs(Exception):
 def build_parser() -> argparse.ArgumentParser:
     from a3c_graph.config import add_config_arguments
 
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0], help_hint=False)
     parser.add_argument("--job", choices=["ps", "worker"],
                         help="This task's job (or TF_CONFIG; with --cluster slurm, its rank).")
     parser.add_argument("--task", type=int, help="This task's index within its job.")
@@ -104,32 +105,21 @@ def _gpu_id(text: str) -> int | None:
     return int(text)
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message):  # argparse's usage block is noise for a one-line contract
-        raise UsageError(message)
-
-
 def parse_args(argv):
-    parser = build_parser()
-    parser.__class__ = _OneLineParser
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 # --------------------------------------------------------------------------- stop signals
 
-class StopFlag:
+class StopFlag(StopSignals):
     """Set by SIGTERM/SIGINT; the training loop finishes its step and stops cleanly."""
 
     def __init__(self):
-        self.signal: int | None = None
+        super().__init__((signal.SIGTERM, signal.SIGINT))
         self.in_loop = False
 
-    def install(self):
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self._handle)
-
-    def _handle(self, signum, _frame):
-        self.signal = signum
+    def _handle(self, signum, frame):
+        super()._handle(signum, frame)
         if not self.in_loop:
             # Still connecting or initializing: nothing to save yet, leave at once.
             raise SystemExit(0)
@@ -210,7 +200,7 @@ def run_ps(spec, config, device, stop: StopFlag) -> int:
     print(f"{PROG}: {describe_task(device)}", flush=True)
     print(f"{PROG}: ps task {spec.task} serving at {spec.address}", flush=True)
     stop.in_loop = True
-    while stop.signal is None:  # server.join() would block signals forever
+    while stop.received is None:  # server.join() would block signals forever
         time.sleep(0.2)
     print(f"{PROG}: ps task {spec.task} stopping", flush=True)
     # A ps holds no state of its own to flush (the chief checkpoints the variables), and
@@ -500,7 +490,7 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
             else:
                 skipped_in_a_row = 0
             reason = stop_reason_for(fetched, config, target_return, started)
-            if stop.signal is not None:
+            if stop.received is not None:
                 reason = "signal"
             if reason:
                 break
@@ -526,7 +516,7 @@ def main(argv=None) -> int:
         args = parse_args(argv)
         task = _validated_task(args)
     except UsageError as error:
-        return _fail(EXIT_USAGE, error)
+        return fail(PROG, error)
     spec, config, info, target, device = task
     tf = _graph_mode_tensorflow()
     try:
@@ -534,9 +524,9 @@ def main(argv=None) -> int:
             return run_ps(spec, config, device, stop)
         return run_worker(spec, config, args, info, target, stop, device)
     except (ClusterError, UsageError) as error:  # e.g. lost a race for the port
-        return _fail(EXIT_USAGE, error)
+        return fail(PROG, error)
     except GaveUp as error:
-        return _fail(EXIT_GAVE_UP, error)
+        return fail(PROG, error, EXIT_GAVE_UP)
     except (LostPs, tf.errors.UnavailableError, tf.errors.AbortedError,
             tf.errors.DeadlineExceededError) as error:
         print(f"{PROG}: {spec.job} {spec.task} lost the ps ({_gist(error)}); exiting to be "
@@ -548,11 +538,6 @@ def main(argv=None) -> int:
         print(f"{PROG}: the error in full: {type(cause).__name__}: {cause}", flush=True)
         # Actor threads may still be blocked in a call to the dead ps: do not wait for them.
         os._exit(EXIT_LOST_PS)
-
-
-def _fail(code: int, error: Exception) -> int:
-    print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
-    return code
 
 
 def _validated_task(args):
@@ -585,16 +570,13 @@ def _validated_task(args):
             raise UsageError("--logdir is required for a worker")
         info = env_info(config.env, **env_options(config))
         resolve_policy(config.policy, info.obs_shape)  # ValueError: --policy cnn on vectors
-        target = config.target_return if config.target_return is not None \
-            else info.reward_threshold
-        if target is None:
-            raise UsageError(f"env {config.env!r} has no reward_threshold; give --target-return")
+        target = target_return(config, info)  # ValueError: the env has no threshold
         device = _task_device(args, spec)
         _check_private_network(args)
         check_port_free(spec.address)
         _check_logdir(args.logdir)
         check_logdir_config(args.logdir, config, info.obs_shape)  # a different run's logdir
-        return spec, config, info, float(target), device
+        return spec, config, info, target, device
     except (ClusterError, EnvError, ValueError) as error:
         raise UsageError(str(error)) from None
 

@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.config import A3CConfig, add_config_arguments, resolve_config
 from a3c_graph.envs import env_info, env_options
-from a3c_graph.plan import LaunchError, resolve_target_return
+from a3c_graph.plan import resolve_target_return
 from a3c_graph.progress import read_history
 from a3c_graph.stats import RECENT_EPISODES
 from benchmarks import runtime
@@ -84,15 +85,6 @@ TASKS = {task.name: task for task in (
     _minatar("space-invaders", "SpaceInvaders", 50.0),
     Task("pong", {"env": "ALE/Pong-v5"}, 18.0, default=False),
 )}
-
-
-class UsageError(Exception):
-    """Bad suite flags: one line on stderr, exit status 2."""
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 # --------------------------------------------------------------------------- one run's curve
@@ -356,7 +348,7 @@ def plot_task(out: Path, task: Task, records: Sequence[dict]) -> Path | None:
 # --------------------------------------------------------------------------- command line
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=PROG, allow_abbrev=False,
+    parser = OneLineParser(prog=PROG, allow_abbrev=False, help_hint=False,
                             description="Run the learning suite: each task with its defaults "
                                         "over several seeds; table, curves and results.json.")
     group = parser.add_argument_group("suite")
@@ -392,7 +384,7 @@ def parse_args(argv: Sequence[str] | None):
             config = task.config(given)
             configs[task.name] = dataclasses.replace(config,
                                                      target_return=resolve_target_return(config))
-        except (ValueError, LaunchError) as error:
+        except (ValueError, UsageError) as error:
             raise UsageError(f"task {task.name}: {error}") from None
     return args, tasks, configs, given
 
@@ -401,8 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, tasks, configs, given = parse_args(argv)
     except UsageError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return runtime.EXIT_USAGE
+        return fail(PROG, error)
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     out = Path(args.out or REPO / "benchmarks" / "results"
                / f"learning-{time.strftime('%Y%m%d-%H%M%S')}")

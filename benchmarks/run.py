@@ -67,9 +67,10 @@ from typing import Any, NoReturn
 
 import psutil
 
+from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
 from a3c_graph.envs import env_info, env_options
-from a3c_graph.plan import LaunchError, resolve_target_return
+from a3c_graph.plan import resolve_target_return
 from a3c_graph.progress import Totals, read_progress, run_totals
 from benchmarks import runtime
 
@@ -91,15 +92,6 @@ RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "max_seconds", "co
                "frame_skip", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
                "startup_s", "peak_memory_mb", "final_mean_return_100", "final_env_steps",
                "episodes", "wall_s", "return_curve", "processes", "leftover_processes")
-
-
-class UsageError(Exception):
-    """Bad harness flags: one line on stderr, exit status 2."""
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
 
 
 # --------------------------------------------------------------------------- plan
@@ -573,7 +565,7 @@ def _int_list(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog=PROG, allow_abbrev=False,
+    parser = OneLineParser(prog=PROG, allow_abbrev=False, help_hint=False,
                             description="Run the graph, TF2+multiprocessing and TF2+Ray A3C "
                                         "side by side and write a results table and plots.")
     group = parser.add_argument_group("harness")
@@ -617,7 +609,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, A3CConfi
     try:
         config = config_from_args(args)
         resolve_target_return(config)  # an unknown env fails here, not in every run
-    except (ValueError, LaunchError) as error:
+    except ValueError as error:  # resolve_target_return raises UsageError itself
         raise UsageError(str(error)) from None
     return args, config, variants
 
@@ -626,8 +618,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, config, variants = parse_args(argv)
     except UsageError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return runtime.EXIT_USAGE
+        return fail(PROG, error)
     runtime.enter_private_network(PROG, args.allow_remote)
     # SIGTERM stops the current run and keeps the results so far, as Ctrl-C does.
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)

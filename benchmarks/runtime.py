@@ -1,6 +1,6 @@
 """TF-free pieces the two TF2 variants and the harness share: the variants' command line,
 the private network every benchmark runs in, the run's global statistics, per-worker
-progress files, the summary, device choice, signals and process trees.
+progress files, the summary, device choice and process trees.
 
 Nothing here imports TensorFlow. A variant's processes import this module before they
 choose their device (CUDA_VISIBLE_DEVICES must be set before TF is imported), and the
@@ -18,27 +18,24 @@ import argparse
 import dataclasses
 import json
 import os
-import signal
 import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from a3c_graph import netns, tf_env
+from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
 from a3c_graph.envs import env_info, env_options
 from a3c_graph.pids import is_gone
-from a3c_graph.plan import LaunchError, resolve_target_return
+from a3c_graph.plan import resolve_target_return
 from a3c_graph.progress import json_number, summary_fields, write_atomic
 from a3c_graph.stats import RECENT_EPISODES
 from a3c_graph.worker import stop_reason_for
 
-EXIT_USAGE = 2
-EXIT_CRASH = 1
-SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 # A variant enforces --max-seconds itself; this backstop only catches a stuck run.
 DEADLINE_GRACE_SECS = 60.0
 
@@ -56,21 +53,13 @@ class VariantRun:
     allow_remote: bool = False  # on the host network (see enter_private_network)
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse whose errors are one line (no usage block), as the graph launcher's."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-
 def parse_variant_args(prog: str, description: str,
                        argv: Sequence[str] | None = None) -> VariantRun:
     """The variant's flags: --workers, --logdir, --gpus and every A3CConfig flag.
 
     A bad flag ends in one line on stderr and exit status 2, as with launch_cluster.sh.
     """
-    parser = _OneLineParser(prog=prog, description=description, allow_abbrev=False)
+    parser = OneLineParser(prog=prog, description=description, allow_abbrev=False)
     parser.add_argument("--workers", type=int, default=2, help="Worker processes (default: 2).")
     parser.add_argument("--logdir", required=True, help="Progress files and summary.json.")
     parser.add_argument("--gpus", default="",
@@ -78,16 +67,15 @@ def parse_variant_args(prog: str, description: str,
                              "holder and the workers (default: none, CPU only).")
     add_allow_remote_argument(parser)
     add_config_arguments(parser)
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         if args.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {args.workers}")
         config = config_from_args(args)
         config = dataclasses.replace(config, target_return=resolve_target_return(config))
         check_tf2_network(config)
-    except (ValueError, LaunchError) as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+    except (ValueError, UsageError) as error:
+        sys.exit(fail(prog, error))
     gpus = tuple(part.strip() for part in args.gpus.split(",") if part.strip())
     return VariantRun(config, args.workers, Path(os.path.abspath(args.logdir)), gpus,
                       args.allow_remote)
@@ -148,9 +136,8 @@ def enter_private_network(prog: str, allow_remote: bool) -> None:
     try:
         netns.enter_or_reexecute(sys.orig_argv[1:])
     except netns.NamespaceError as error:
-        print(f"{prog}: error: cannot run in a private network: {error}; --allow-remote runs "
-              "on the host network instead (trusted networks only)", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
+        sys.exit(fail(prog, f"cannot run in a private network: {error}; --allow-remote runs "
+                            "on the host network instead (trusted networks only)"))
     print(f"{prog}: running in a private network (a network namespace with only loopback: "
           "no other machine can reach its processes)", flush=True)
 
@@ -232,26 +219,6 @@ def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,
     write_atomic(run.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
     print(json.dumps(summary, sort_keys=True), flush=True)
     return summary
-
-
-# --------------------------------------------------------------------------- signals
-
-class StopSignals:
-    """SIGINT/SIGTERM become a flag the supervising loop checks, so it can stop in order."""
-
-    def __init__(self) -> None:
-        self.received: int | None = None
-
-    def install(self) -> None:
-        for signum in SIGNAL_EXIT:
-            signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, _frame: object) -> None:
-        self.received = signum
-
-    @property
-    def exit_code(self) -> int:
-        return SIGNAL_EXIT.get(self.received or signal.SIGINT, 130)
 
 
 # --------------------------------------------------------------------------- processes

@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 
 from a3c_graph import launch
+from a3c_graph.cli import fail
 from a3c_graph.config import add_config_arguments, config_from_args, config_to_argv
 from a3c_graph.pids import read_pid_file, read_pid_files
 from a3c_graph.progress import read_progress, run_totals
@@ -215,8 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
     except ValueError as error:
-        print(f"benchmarks.soak: error: {error}", file=sys.stderr)
-        return 2
+        return fail("benchmarks.soak", error)
     runtime.enter_private_network("benchmarks.soak", args.allow_remote)
     out = args.out or RESULTS / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)

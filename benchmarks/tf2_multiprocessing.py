@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from a3c_graph.cli import EXIT_CRASH, StopSignals
 from a3c_graph.config import A3CConfig
 from a3c_graph.plan import describe_target
 from a3c_graph.progress import ProgressFile
@@ -176,7 +177,7 @@ def start_processes(run: runtime.VariantRun, ctx) -> tuple[list, Channels]:
     return processes, channels
 
 
-def supervise(processes: list, stop_event, signals: runtime.StopSignals,
+def supervise(processes: list, stop_event, signals: StopSignals,
               deadline: float) -> tuple[int, str | None]:
     """Wait for the workers to stop; (exit code, stop reason that overrides theirs)."""
     ps, workers = processes[0], processes[1:]
@@ -189,7 +190,7 @@ def supervise(processes: list, stop_event, signals: runtime.StopSignals,
             stop_event.set()
             print(f"{PROG}: error: {crashed[0].name} exited with status {crashed[0].exitcode}",
                   file=sys.stderr, flush=True)
-            return runtime.EXIT_CRASH, "crash"
+            return EXIT_CRASH, "crash"
         if all(p.exitcode == 0 for p in workers):
             return 0, None
         if ps.exitcode == 0:
@@ -219,14 +220,14 @@ def shut_down(processes: list, stop_event) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     run = runtime.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
     runtime.enter_private_network(PROG, run.allow_remote)
-    signals = runtime.StopSignals()
+    signals = StopSignals()
     signals.install()
     started = time.time()
     runtime.prepare_logdir(run.logdir)
     ctx = mp.get_context("spawn")
     processes: list = []
     channels: Channels | None = None
-    exit_code, reason = runtime.EXIT_CRASH, "crash"
+    exit_code, reason = EXIT_CRASH, "crash"
     try:
         processes, channels = start_processes(run, ctx)
         print(f"{PROG}: started 1 ps + {run.workers} worker process(es), target return "

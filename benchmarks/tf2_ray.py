@@ -35,6 +35,7 @@ from typing import Any
 
 import ray
 
+from a3c_graph.cli import EXIT_CRASH, StopSignals
 from a3c_graph.config import A3CConfig
 from a3c_graph.plan import describe_target
 from a3c_graph.progress import ProgressFile
@@ -131,7 +132,7 @@ def start_ray(num_cpus: int) -> None:
              object_store_memory=OBJECT_STORE_BYTES)
 
 
-def wait_for_workers(pending: list, parameters, signals: runtime.StopSignals,
+def wait_for_workers(pending: list, parameters, signals: StopSignals,
                      deadline: float) -> tuple[int, str | None]:
     """Wait for every worker's `train` call; (exit code, stop reason that overrides theirs)."""
     stop_by: float | None = None
@@ -154,11 +155,11 @@ def wait_for_workers(pending: list, parameters, signals: runtime.StopSignals,
 def main(argv: Sequence[str] | None = None) -> int:
     run = runtime.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
     runtime.enter_private_network(PROG, run.allow_remote)
-    signals = runtime.StopSignals()
+    signals = StopSignals()
     signals.install()
     started = time.time()
     runtime.prepare_logdir(run.logdir)
-    exit_code, reason = runtime.EXIT_CRASH, "crash"
+    exit_code, reason = EXIT_CRASH, "crash"
     try:
         start_ray(num_cpus=run.workers + 1)
         # Ray's core worker installs a crash handler for SIGTERM in the driver that kills it

@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 # benchmarks/ is not an installed package (setup.py packages a3c_graph only).
 sys.path.insert(0, str(REPO))
 
+from a3c_graph.cli import UsageError  # noqa: E402
 from a3c_graph.config import A3CConfig  # noqa: E402
 from a3c_graph.progress import ProgressFile, Totals, read_progress, run_totals  # noqa: E402
 from benchmarks import run as bench_run  # noqa: E402
@@ -69,7 +70,7 @@ def test_ceiling_runs_follow_each_seed_and_only_they_act_without_learning(tmp_pa
 
 
 def test_ceiling_needs_the_graph_variant_and_tf2_variants_refuse_acting_only():
-    with pytest.raises(bench_run.UsageError, match="--ceiling measures the graph variant"):
+    with pytest.raises(UsageError, match="--ceiling measures the graph variant"):
         bench_run.parse_args(["--ceiling", "--variants", "tf2_mp"])
     with pytest.raises(ValueError, match="graph-only"):
         runtime.check_tf2_network(A3CConfig(learn=False))

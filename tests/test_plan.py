@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from a3c_graph import memory
+from a3c_graph.cli import UsageError
 from a3c_graph.config import A3CConfig
 from a3c_graph.plan import (
     LOCAL_SOURCE,
     PACKAGE_ROOT,
-    LaunchError,
     TaskPlan,
     check_logdir_writable,
     child_env_overrides,
@@ -87,7 +87,7 @@ def test_tasks_are_named_once_in_the_order_given():
     ("worker:2", "is outside the cluster: job 'worker' has 2 task(s)"),
 ])
 def test_tasks_outside_the_cluster_are_refused(text, words):
-    with pytest.raises(LaunchError, match=re.escape(words)):
+    with pytest.raises(UsageError, match=re.escape(words)):
         parse_tasks_flag(text, CLUSTER)
 
 
@@ -107,7 +107,7 @@ def test_allow_remote_or_another_address_means_the_host_network():
 
 
 def test_a_loopback_cluster_split_over_launchers_needs_allow_remote():
-    with pytest.raises(LaunchError, match="this launcher would start 1 of the 3 tasks"):
+    with pytest.raises(UsageError, match="this launcher would start 1 of the 3 tasks"):
         private_network_wanted(CLUSTER, [("worker", 0)], "cluster file c", allow_remote=False)
 
 
@@ -166,11 +166,11 @@ def test_a_logdir_that_can_be_made_passes_and_is_not_made(tmp_path):
     (Path("/proc"), "--logdir /proc cannot be written: no directory can be made in /proc"),
 ])
 def test_a_logdir_where_no_directory_can_be_made_is_refused(logdir, words):
-    with pytest.raises(LaunchError, match=words):
+    with pytest.raises(UsageError, match=words):
         check_logdir_writable(logdir)
 
 
 def test_a_logdir_under_a_file_is_refused(tmp_path):
     (tmp_path / "file").write_text("")
-    with pytest.raises(LaunchError, match="file is not a directory"):
+    with pytest.raises(UsageError, match="file is not a directory"):
         check_logdir_writable(tmp_path / "file" / "run")

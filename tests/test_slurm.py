@@ -19,11 +19,11 @@ import portpicker
 import pytest
 
 from a3c_graph import launch, worker
+from a3c_graph.cli import UsageError
 from a3c_graph.cluster import SLURM_DEFAULT_PORT, ClusterError, resolve_task
 from a3c_graph.config import config_from_args
 from a3c_graph.plan import (
     SLURM_SOURCE,
-    LaunchError,
     plan_start,
     resolve_cluster,
     slurm_logdir,
@@ -272,14 +272,14 @@ def test_launcher_default_logdir_is_named_after_the_slurm_job(slurm):
 ])
 def test_launcher_bad_input(slurm, argv, words):
     slurm.task(0)
-    with pytest.raises(LaunchError, match=re.escape(words)):
+    with pytest.raises(UsageError, match=re.escape(words)):
         resolve_cluster(start_args("--cluster", "slurm", *argv), os.environ)
 
 
 def test_launcher_port_without_slurm_and_background_with_it(slurm):
-    with pytest.raises(LaunchError, match="--port goes with --cluster slurm"):
+    with pytest.raises(UsageError, match="--port goes with --cluster slurm"):
         resolve_cluster(start_args("--port", "3000"), os.environ)
-    with pytest.raises(LaunchError, match="--background does not go with --cluster slurm"):
+    with pytest.raises(UsageError, match="--background does not go with --cluster slurm"):
         launch.cmd_start(["--cluster", "slurm", "--background", "--allow-remote"])
 
 

@@ -1,0 +1,88 @@
+"""What every command line promises its user and its supervisor, written once.
+
+Every entry point (a worker task, the launcher, `devices plan`, evaluate, the benchmark
+harnesses and the TF2 variants) keeps the same contract. A bad input ends in one line on
+stderr, "PROG: error: MESSAGE", and exit status 2: never argparse's usage block, never a
+traceback, because the launcher relays a task's error line as is and a user reads one line.
+The exit statuses are a protocol too: the supervisor reads a worker's (supervisor.py's
+restart_decision) to decide whether to start it again, and a launcher's caller reads the
+launcher's. Each module used to declare its own parser, usage error, exit codes and
+stop-signal flag; they live here, once, and the modules import them.
+
+Only the standard library is imported: a bad flag is told before TF or gymnasium loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+EXIT_CRASH = 1
+EXIT_USAGE = 2
+# A worker task's own statuses, which the supervisor reads (a3c_graph/worker.py).
+EXIT_GAVE_UP = 3  # restarting it would not help: no ps in time, losses that stay NaN
+EXIT_LOST_PS = 75  # EX_TEMPFAIL: the session to the ps broke; start it again
+# The launcher's `status` and `stop`: there is no live run in the log dir.
+EXIT_NOT_LIVE = 3
+# A command stopped by a signal exits 128 + its number, as a shell reports it.
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+# The worker task's program name: the prefix of its error line, which the launcher relays.
+WORKER_PROG = "a3c_graph.worker"
+
+
+class UsageError(Exception):
+    """Bad input from the user: shown as one line on stderr, exit status 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors raise UsageError instead of printing the usage block and exiting.
+
+    help_hint: end the message with "(see PROG --help)"; the launcher, `devices plan` and
+    the TF2 variants say it, the worker, evaluate and the harnesses do not.
+    """
+
+    def __init__(self, *args, help_hint: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help_hint = help_hint
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)" if self.help_hint else message)
+
+
+def fail(prog: str, error: object, code: int = EXIT_USAGE) -> int:
+    """Print the one error line of `prog` and return its exit status."""
+    print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
+    return code
+
+
+class StopSignals:
+    """Signals turned into a flag that a loop checks, so it can stop what it runs in order.
+
+    The first signal is `received`; another one after it sets `repeated` (a second Ctrl-C:
+    stop waiting politely). Which signals depends on who listens: the launcher also takes a
+    terminal's hang-up, since its tasks run in sessions of their own and must outlive it.
+    """
+
+    def __init__(self, signums: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> None:
+        self.signums = tuple(signums)
+        self.received: int | None = None
+        self.repeated = False
+
+    def install(self) -> None:
+        for signum in self.signums:
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        else:
+            self.repeated = True
+
+    @property
+    def exit_code(self) -> int:
+        """The status of a command that stopped because of the signal it received."""
+        return SIGNAL_EXIT.get(self.received or signal.SIGINT, 130)
