@@ -11,22 +11,23 @@ Every worker writes TensorBoard summaries to <logdir>/tb/worker_<i> and its prog
 
 A task never tries to recover in place: a worker that loses the ps exits with status 75
 and its supervisor (the launcher) starts it again; the new process waits for the ps, and
-the chief restores the globals from the latest checkpoint. Exit status: 0 after a normal
-stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a crash, 3 when it
-gave up (no ps within --connect-timeout, or losses that stay NaN/inf), 75 after losing
+the chief restores the globals from the latest checkpoint (sessions.py: the session
+creators, the wait for the ps, what a lost ps means). Exit status (cli.py): 0 after a
+normal stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a crash, 3 when
+it gave up (no ps within --connect-timeout, or losses that stay NaN/inf), 75 after losing
 the ps.
+
+This module is the task itself: parse and check its flags (before TF is imported, so a bad
+input is one line), build its graph, run its loop.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import logging
 import math
 import os
-import re
 import signal
-import socket
 import sys
 import time
 from collections import deque
@@ -43,21 +44,19 @@ from a3c_graph.cli import (
 )
 from a3c_graph.cluster import SLURM_DEFAULT_PORT, ClusterError  # stdlib only at import: cheap
 from a3c_graph.progress import ProgressFile, write_json_atomic
+from a3c_graph.sessions import (
+    WAIT_MESSAGE_SECS,
+    GaveUp,
+    lost_ps_errors,
+    report_lost_ps,
+    session_creator,
+)
 from a3c_graph.stats import RECENT_EPISODES, solved, target_return
 
 PROG = WORKER_PROG
 
 # Updates in a row whose loss or gradients are NaN/inf before a worker stops.
 NONFINITE_PATIENCE = 20
-WAIT_MESSAGE_SECS = 10.0
-
-
-class GaveUp(Exception):
-    """The task cannot go on and restarting it would not help: one line, exit status 3."""
-
-
-class LostPs(Exception):
-    """The session to the ps broke (a ps died or restarted): exit 75, to be restarted."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,166 +207,6 @@ def run_ps(spec, config, device, stop: StopFlag) -> int:
     os._exit(0)
 
 
-class _WorkerSessionCreator:
-    """Like tf's WorkerSessionCreator, but polls for the chief's init every 0.5 s, not 30 s."""
-
-    def __init__(self, scaffold, master, config, max_wait_secs: float):
-        self.scaffold, self.master, self.config = scaffold, master, config
-        self.max_wait_secs = max_wait_secs
-
-    def create_session(self):
-        import tensorflow as tf
-
-        self.scaffold.finalize()
-        manager = tf.compat.v1.train.SessionManager(
-            local_init_op=self.scaffold.local_init_op,
-            ready_op=self.scaffold.ready_op,
-            ready_for_local_init_op=self.scaffold.ready_for_local_init_op,
-            graph=tf.compat.v1.get_default_graph(),
-            recovery_wait_secs=0.5)
-        try:
-            return manager.wait_for_session(self.master, config=self.config,
-                                            max_wait_secs=self.max_wait_secs)
-        except tf.errors.DeadlineExceededError:
-            raise GaveUp(f"the chief (worker 0) did not initialize the variables on the ps "
-                         f"within --connect-timeout {self.max_wait_secs:g} s; is it "
-                         "running?") from None
-
-
-class _ChiefSessionCreator:
-    """The chief's session: carries on from the globals when the ps still holds them, else
-    restores the latest checkpoint (or initializes a new run), as ChiefSessionCreator does.
-
-    A restarted chief whose ps kept running must not restore: the variables on the ps are
-    newer than any checkpoint (the other workers trained on while it was away), and a
-    restore would throw that away.
-    """
-
-    def __init__(self, scaffold, master, config, checkpoint: str | None):
-        """checkpoint: the prefix to restore from (checkpoints.restorable_checkpoint), or None
-        for a new run."""
-        import tensorflow as tf
-
-        self.scaffold, self.master, self.config = scaffold, master, config
-        self.restoring = tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=scaffold, master=master, config=config,
-            checkpoint_filename_with_path=checkpoint)
-        self.checkpoint = checkpoint
-
-    def create_session(self):
-        import tensorflow as tf
-
-        self.scaffold.finalize()
-        session = tf.compat.v1.Session(self.master, graph=tf.compat.v1.get_default_graph(),
-                                       config=self.config)
-        try:
-            uninitialized = session.run(self.scaffold.ready_for_local_init_op)
-            if len(uninitialized) == 0:
-                session.run(self.scaffold.local_init_op)
-                print(f"{PROG}: worker 0 (chief) carries on from the variables on the ps",
-                      flush=True)
-                return session
-        except BaseException:
-            session.close()
-            raise
-        session.close()
-        print(f"{PROG}: worker 0 (chief) " + (f"restores {self.checkpoint}" if self.checkpoint
-                                              else "initializes new variables"), flush=True)
-        return self.restoring.create_session()
-
-
-def _gist(error: BaseException) -> str:
-    """The line of a TF error that says what happened. A distributed graph-mode error reads
-    "Graph execution error:", then a status line ("UNAVAILABLE: From /job:ps/...:") and the
-    runtime's message ("Socket closed"): those two, joined; else the first line."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    for i, line in enumerate(lines):
-        if re.match(r"[A-Z][A-Z_]+: ", line):
-            return " ".join(lines[i:i + 2])
-    if len(lines) > 1 and lines[0] == "Graph execution error:":  # and no status line
-        return " ".join(lines[:2])
-    return lines[0] if lines else type(error).__name__
-
-
-class _SessionErrors(logging.Handler):
-    """Keeps the error that broke the session. MonitoredSession logs it (at INFO, through the
-    "tensorflow" logger) before it asks for a new session, which _FirstSessionOnly refuses;
-    LostPs then names it. The logger's own handlers keep showing WARNING and up only."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.last: BaseException | None = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.args and isinstance(record.args[-1], BaseException):
-            self.last = record.args[-1]
-
-    @classmethod
-    def install(cls) -> _SessionErrors:
-        logger = logging.getLogger("tensorflow")
-        for handler in logger.handlers:
-            handler.setLevel(max(handler.level, logger.getEffectiveLevel()))
-        handler = cls()
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        return handler
-
-
-class _FirstSessionOnly:
-    """Wraps a session creator for MonitoredSession: waits for the ps before the first
-    session, and refuses to make a second one.
-
-    MonitoredSession recreates its session in place after a ps failure and would wait
-    for the ps forever, deaf to signals. Refusing turns that into LostPs: the process
-    exits and its supervisor restarts it (see the module docstring).
-    """
-
-    def __init__(self, creator, spec, timeout: float):
-        self.creator, self.spec, self.timeout = creator, spec, timeout
-        self.established = False
-        self.errors = _SessionErrors.install()
-
-    def create_session(self):
-        if self.established:
-            cause = self.errors.last
-            raise LostPs("the session to the ps broke" + (
-                f": {type(cause).__name__}: {_gist(cause)}" if cause is not None
-                else " (a ps stopped or restarted)")) from cause
-        wait_for_ps(self.spec, self.timeout)
-        session = self.creator.create_session()
-        self.established = True
-        return session
-
-
-def wait_for_ps(spec, timeout: float) -> None:
-    """Return once every ps task accepts connections; GaveUp after `timeout` seconds.
-
-    A TF session to a missing ps blocks in C++ without a word (and without a way out), so
-    we wait here, in Python, where signals work and the user is told what we wait for.
-    """
-    from a3c_graph.cluster import split_host_port
-
-    began = time.monotonic()
-    next_message = began
-    for index, address in enumerate(spec.cluster["ps"]):
-        host, port = split_host_port(address)
-        while True:
-            try:
-                socket.create_connection((host, port), timeout=1.0).close()
-                break
-            except OSError:
-                pass
-            waited = time.monotonic() - began
-            if waited >= timeout:
-                raise GaveUp(f"ps task {index} at {address} did not answer within "
-                             f"--connect-timeout {timeout:g} s; is it running and reachable?")
-            if time.monotonic() >= next_message:
-                next_message += WAIT_MESSAGE_SECS
-                print(f"{PROG}: {spec.job} {spec.task} waiting for ps task {index} at {address} "
-                      f"({waited:.0f} s of --connect-timeout {timeout:g} s)", flush=True)
-            time.sleep(0.5)
-
-
 def stop_reason_for(fetched: dict, config, target_return: float, started: float) -> str | None:
     """Why a worker stops after an update that read the cluster's counters `fetched`, or
     None: solved (stats.solved), the env steps or the seconds of its budget spent."""
@@ -423,13 +262,12 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
             # written once the checkpoints are known to fit it.
             write_json_atomic(os.path.join(args.logdir, "config.json"),
                               dataclasses.asdict(config))
-            creator = _ChiefSessionCreator(scaffold, server.target, sess_config, checkpoint)
             hooks.append(tf1.train.CheckpointSaverHook(
                 args.logdir, save_secs=config.checkpoint_secs, scaffold=scaffold))
         else:
-            creator = _WorkerSessionCreator(scaffold, server.target, sess_config,
-                                            config.connect_timeout)
-        creator = _FirstSessionOnly(creator, spec, config.connect_timeout)
+            checkpoint = None
+        creator = session_creator(spec, scaffold, server.target, sess_config,
+                                  config.connect_timeout, checkpoint)
         print(f"{PROG}: worker {spec.task} connecting to the ps at {','.join(spec.cluster['ps'])} "
               "(if this hangs, the ps is not reachable)", flush=True)
         reason, error = train(creator, hooks, worker_graph, config, spec, progress, stop,
@@ -518,7 +356,7 @@ def main(argv=None) -> int:
     except UsageError as error:
         return fail(PROG, error)
     spec, config, info, target, device = task
-    tf = _graph_mode_tensorflow()
+    _graph_mode_tensorflow()
     try:
         if spec.job == "ps":
             return run_ps(spec, config, device, stop)
@@ -527,15 +365,8 @@ def main(argv=None) -> int:
         return fail(PROG, error)
     except GaveUp as error:
         return fail(PROG, error, EXIT_GAVE_UP)
-    except (LostPs, tf.errors.UnavailableError, tf.errors.AbortedError,
-            tf.errors.DeadlineExceededError) as error:
-        print(f"{PROG}: {spec.job} {spec.task} lost the ps ({_gist(error)}); exiting to be "
-              "restarted",
-              file=sys.stderr, flush=True)
-        # The whole message, for the log only: which peer and which op, when the gist is
-        # not enough to tell why.
-        cause = error.__cause__ or error
-        print(f"{PROG}: the error in full: {type(cause).__name__}: {cause}", flush=True)
+    except lost_ps_errors() as error:
+        report_lost_ps(spec, error)
         # Actor threads may still be blocked in a call to the dead ps: do not wait for them.
         os._exit(EXIT_LOST_PS)
 

@@ -207,17 +207,3 @@ def test_unknown_flag(hosts, tmp_path):
     assert "unrecognized arguments: --rollout-lenght" in line
     assert not logdir.exists()
 
-
-def test_a_lost_ps_is_told_by_the_status_line_of_tfs_error_not_its_preamble():
-    from a3c_graph.worker import _gist
-
-    message = ("Graph execution error:\n\n=====================\n"
-               "UNAVAILABLE: From /job:worker/replica:0/task:0:\nSocket closed\n"
-               "Additional GRPC error information from remote target /job:ps/replica:0/task:0 "
-               "while calling /tensorflow.WorkerService/RecvTensor:\n\t [[{{node concat_S1}}]]")
-    assert _gist(RuntimeError(message)) == (
-        "UNAVAILABLE: From /job:worker/replica:0/task:0: Socket closed")
-    assert _gist(RuntimeError("ps task 0 did not answer\nmore")) == "ps task 0 did not answer"
-    # No status line: the header alone would say nothing.
-    assert _gist(RuntimeError("Graph execution error:\n\nStep 12 was aborted\nmore")) == (
-        "Graph execution error: Step 12 was aborted")
