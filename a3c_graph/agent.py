@@ -124,13 +124,11 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
                 logits, _ = local_network(obs)
                 return sample_actions(logits)
 
-        queue = RolloutQueue(info.obs_shape, info.obs_dtype, config.rollout_length,
-                             config.envs_per_worker, config.queue_capacity, state_shape)
         rollouts = [
             build_rollout(batch, policy, config.rollout_length, state_shape=state_shape)
             for batch in env_batches
         ]
-        queue.add_actors(rollouts)
+        queue = RolloutQueue(rollouts, config.queue_capacity)
 
         rollout = queue.dequeue()
         if config.learn:

@@ -22,6 +22,9 @@ Rollout tensors are time-major, T refers to the rollout length, B to the envs pe
   episode_lengths [T, B]       its length, else 0
 and for a recurrent policy (state_shape given):
   initial_state [B, *state_shape]  the state the rollout acted on at t = 0
+These fields are listed once, by rollout_fields (name, dtype, shape each): the recorder's
+buffers, the tensors build_rollout returns and, from those tensors, the queue follow that
+list, and B is the EnvBatch's own number of envs.
 
 A recurrent policy's state lives in a local variable of its actor ([B, *state_shape], never
 saved, zero at start): a rollout reads it first and writes its last state back, so the next
@@ -33,6 +36,7 @@ rollout from `initial_state` with the same resets (done = terminated or truncate
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -42,61 +46,75 @@ from a3c_graph.model import reset_state
 
 tf1 = tf.compat.v1
 
-ROLLOUT_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_obs",
-                "episode_returns", "episode_lengths")
+class RolloutField(NamedTuple):
+    """One field of a rollout: its name, dtype and whole shape ([T, B, ...] or [B, ...])."""
+
+    name: str
+    dtype: tf.DType
+    shape: tuple[int, ...]
 
 
-def rollout_keys(recurrent: bool = False) -> tuple[str, ...]:
-    return ROLLOUT_KEYS + (("initial_state",) if recurrent else ())
+def rollout_fields(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
+                   state_shape: Sequence[int] | None = None) -> tuple[RolloutField, ...]:
+    """The fields of one rollout of B envs with observations of `obs_shape` and `obs_dtype`,
+    in the order the env steps record them (the module docstring says what each holds);
+    with state_shape, a recurrent policy's initial_state last.
 
-
-def rollout_signature(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
-                      state_shape: Sequence[int] | None = None):
-    """(dtypes, shapes) of one rollout, in rollout_keys(state_shape is not None) order."""
-    obs_dtype = tf.as_dtype(np.dtype(obs_dtype))
-    obs = [T, B, *obs_shape]
-    dtypes = [obs_dtype, tf.int32, tf.float32, tf.bool, tf.bool, obs_dtype, tf.float32, tf.int32]
-    shapes = [obs, [T, B], [T, B], [T, B], [T, B], obs, [T, B], [T, B]]
+    The one place a rollout's fields are listed: the recorder's buffers, the tensors
+    build_rollout returns, and so the queue and the TF2 variants' signatures follow it.
+    """
+    obs = tf.as_dtype(np.dtype(obs_dtype))
+    fields = (
+        RolloutField("obs", obs, (T, B, *obs_shape)),
+        RolloutField("actions", tf.int32, (T, B)),
+        RolloutField("rewards", tf.float32, (T, B)),
+        RolloutField("terminated", tf.bool, (T, B)),
+        RolloutField("truncated", tf.bool, (T, B)),
+        RolloutField("next_obs", obs, (T, B, *obs_shape)),
+        RolloutField("episode_returns", tf.float32, (T, B)),
+        RolloutField("episode_lengths", tf.int32, (T, B)),
+    )
     if state_shape is not None:
-        dtypes.append(tf.float32)
-        shapes.append([B, *state_shape])
-    return dtypes, shapes
+        fields += (RolloutField("initial_state", tf.float32, (B, *state_shape)),)
+    return fields
+
+
+# The recorded fields' names (they do not depend on the sizes).
+ROLLOUT_KEYS = tuple(field.name for field in rollout_fields((), np.float32, 0, 0))
 
 
 class RolloutRecorder:
     """The T steps of one EnvBatch, written into numpy buffers [T, B, ...] as they happen.
 
-    step(t, actions) steps the envs and writes row t of every rollout_keys() field but
-    initial_state; collect() returns copies of the buffers in ROLLOUT_KEYS order. The graph's
-    rollout loop calls step once per env step and collect once per rollout, each through a
-    numpy_function; the TF2 benchmark variants call them from their Python loop.
+    step(t, actions) steps the envs and writes row t of every field of `fields`;
+    collect() returns copies of the buffers in that order. The graph's rollout loop calls
+    step once per env step and collect once per rollout, each through a numpy_function; the
+    TF2 benchmark variants call them from their Python loop.
     """
 
     def __init__(self, env_batch: EnvBatch, T: int):
         info = env_batch.info
         self.envs = env_batch
         self.T = T
-        dtypes, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T,
-                                           env_batch.num_envs)
-        self.dtypes = dtypes
-        self.buffers = [np.zeros(shape, dtype.as_numpy_dtype)
-                        for dtype, shape in zip(dtypes, shapes)]
+        self.fields = rollout_fields(info.obs_shape, info.obs_dtype, T, env_batch.num_envs)
+        self.buffers = {field.name: np.zeros(field.shape, field.dtype.as_numpy_dtype)
+                        for field in self.fields}
 
     def step(self, t, actions) -> Transition:
-        obs, actions_, rewards, terminated, truncated, next_obs, returns, lengths = self.buffers
-        obs[t] = self.envs.observe()
+        rows = self.buffers
+        rows["obs"][t] = self.envs.observe()
         step = self.envs.step(actions)
-        actions_[t] = actions
-        rewards[t] = step.reward
-        terminated[t] = step.terminated
-        truncated[t] = step.truncated
-        next_obs[t] = step.final_obs
-        returns[t] = step.episode_return
-        lengths[t] = step.episode_length
+        rows["actions"][t] = actions
+        rows["rewards"][t] = step.reward
+        rows["terminated"][t] = step.terminated
+        rows["truncated"][t] = step.truncated
+        rows["next_obs"][t] = step.final_obs
+        rows["episode_returns"][t] = step.episode_return
+        rows["episode_lengths"][t] = step.episode_length
         return step
 
     def collect(self) -> list[np.ndarray]:
-        return [buffer.copy() for buffer in self.buffers]
+        return [self.buffers[field.name].copy() for field in self.fields]
 
 
 def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
@@ -111,7 +129,7 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
     info = env_batch.info
     B = env_batch.num_envs
     recorder = RolloutRecorder(env_batch, T)
-    obs_dtype = recorder.dtypes[0]
+    obs_dtype = tf.as_dtype(np.dtype(info.obs_dtype))
 
     def env_step(t, actions):
         return recorder.step(t, actions).next_obs
@@ -125,8 +143,9 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
     first_obs.set_shape([B, *info.obs_shape])
     recurrent = state_shape is not None
     if recurrent:
+        state_field = rollout_fields(info.obs_shape, info.obs_dtype, T, B, state_shape)[-1]
         with tf1.variable_scope(None, default_name="actor"):
-            carried = tf1.get_variable("carried_state", [B, *state_shape], tf.float32,
+            carried = tf1.get_variable("carried_state", state_field.shape, state_field.dtype,
                                        initializer=tf1.zeros_initializer(), trainable=False,
                                        collections=[tf1.GraphKeys.LOCAL_VARIABLES])
         with tf.control_dependencies([first_obs]):
@@ -157,37 +176,37 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
     if recurrent:
         after_loop.append(carried.assign(final[2]))
     with tf.control_dependencies(after_loop):
-        buffers = tf.numpy_function(recorder.collect, [], recorder.dtypes, stateful=True,
-                                    name="collect_rollout")
-    for buffer, array in zip(buffers, recorder.buffers):
-        buffer.set_shape(array.shape)
-    rollout = dict(zip(ROLLOUT_KEYS, buffers))
+        buffers = tf.numpy_function(recorder.collect, [], [f.dtype for f in recorder.fields],
+                                    stateful=True, name="collect_rollout")
+    rollout = {}
+    for field, buffer in zip(recorder.fields, buffers):
+        buffer.set_shape(field.shape)
+        rollout[field.name] = buffer
     if recurrent:
         rollout["initial_state"] = tf.identity(initial_state)
     return rollout
 
 
 class RolloutQueue:
-    """A FIFOQueue of whole rollouts fed by QueueRunner actor threads."""
+    """A FIFOQueue of whole rollouts fed by QueueRunner actor threads, one per rollout.
 
-    def __init__(self, obs_shape, obs_dtype, T: int, B: int, capacity: int,
-                 state_shape: Sequence[int] | None = None):
-        dtypes, shapes = rollout_signature(obs_shape, obs_dtype, T, B, state_shape)
-        self.queue = tf1.FIFOQueue(capacity, dtypes, shapes=shapes,
-                                   names=list(rollout_keys(state_shape is not None)),
-                                   name="rollout_queue")
+    The queue's names, dtypes and shapes are those of the rollouts' own tensors (from
+    build_rollout), so the queue cannot disagree with what the actors produce.
+    """
+
+    def __init__(self, rollouts: Sequence[dict], capacity: int):
+        names = list(rollouts[0])
+        self.queue = tf1.FIFOQueue(capacity, [rollouts[0][name].dtype for name in names],
+                                   shapes=[rollouts[0][name].shape for name in names],
+                                   names=names, name="rollout_queue")
         self.size = self.queue.size()
-
-    def add_actors(self, rollouts: Sequence[dict]) -> tf1.train.QueueRunner:
-        """Register one QueueRunner thread per rollout; started with the session."""
-        runner = tf1.train.QueueRunner(
+        # Started with the session (MonitoredSession starts the registered queue runners).
+        tf1.train.add_queue_runner(tf1.train.QueueRunner(
             self.queue,
             [self.queue.enqueue(rollout) for rollout in rollouts],
             close_op=self.queue.close(),
             cancel_op=self.queue.close(cancel_pending_enqueues=True),
-        )
-        tf1.train.add_queue_runner(runner)
-        return runner
+        ))
 
     def dequeue(self) -> dict:
         return self.queue.dequeue(name="next_rollout")

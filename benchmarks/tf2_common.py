@@ -32,7 +32,7 @@ from a3c_graph import model as graph_model
 from a3c_graph.agent import learner_loss
 from a3c_graph.config import A3CConfig, resolve_policy
 from a3c_graph.envs import EnvBatch, EnvInfo, env_info, env_options
-from a3c_graph.rollout import ROLLOUT_KEYS, RolloutRecorder, rollout_signature, sample_actions
+from a3c_graph.rollout import ROLLOUT_KEYS, RolloutField, RolloutRecorder, sample_actions
 
 tf1 = tf.compat.v1
 
@@ -144,21 +144,21 @@ def make_policy_step(model: TF2Network, info: EnvInfo, num_envs: int):
     return policy_step
 
 
-def learner_signature(info: EnvInfo, T: int, B: int) -> dict[str, tf.TensorSpec]:
+def learner_signature(fields: Sequence[RolloutField]) -> dict[str, tf.TensorSpec]:
     """TensorSpecs of the rollout fields the loss reads; static shapes, as learner_loss needs."""
-    dtypes, shapes = rollout_signature(info.obs_shape, info.obs_dtype, T, B)
-    specs = {key: tf.TensorSpec(shape, dtype)
-             for key, dtype, shape in zip(ROLLOUT_KEYS, dtypes, shapes)}
-    return {key: specs[key] for key in LEARNER_KEYS}
+    return {field.name: tf.TensorSpec(field.shape, field.dtype) for field in fields
+            if field.name in LEARNER_KEYS}
 
 
-def make_gradient_step(model: TF2Network, config: A3CConfig, info: EnvInfo):
+def make_gradient_step(model: TF2Network, config: A3CConfig, fields: Sequence[RolloutField]):
     """tf.function: rollout -> (gradients clipped to config.grad_clip_norm, loss parts).
+
+    fields: the rollout's (a RolloutRecorder's `fields`), which fix its T and B.
 
     The gradients are of learner_loss on `model`, the copy that acted (as the graph
     variant computes them on its local network), in `model.variables` order.
     """
-    signature = learner_signature(info, config.rollout_length, config.envs_per_worker)
+    signature = learner_signature(fields)
 
     @tf.function(input_signature=[signature])
     def gradient_step(rollout):
@@ -208,7 +208,7 @@ class RolloutLearner:
         with tf.device(device):
             self.model = build_model(self.envs.info, config)
             self.policy_step = make_policy_step(self.model, self.envs.info, self.envs.num_envs)
-            self.gradient_step = make_gradient_step(self.model, config, self.envs.info)
+            self.gradient_step = make_gradient_step(self.model, config, self.recorder.fields)
 
     def set_weights(self, weights: Sequence[np.ndarray]) -> None:
         self.model.set_weights(weights)

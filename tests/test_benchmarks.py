@@ -318,9 +318,11 @@ def tf2_model_like_the_graphs(config: A3CConfig, rollout: dict):
 
 def tf2_gradient_step(model, config: A3CConfig, info, rollout: dict):
     """(clipped gradients, loss parts) of one rollout, as a TF2 worker computes them."""
+    from a3c_graph.rollout import rollout_fields
     from benchmarks import tf2_common
 
-    gradients, parts = tf2_common.make_gradient_step(model, config, info)(
+    fields = rollout_fields(info.obs_shape, info.obs_dtype, *rollout["rewards"].shape)
+    gradients, parts = tf2_common.make_gradient_step(model, config, fields)(
         {key: rollout[key] for key in tf2_common.LEARNER_KEYS})
     assert set(parts) >= {"loss", "grad_norm", "policy_loss", "value_loss", "entropy"}
     return [g.numpy() for g in gradients], {key: float(value) for key, value in parts.items()}
