@@ -24,7 +24,7 @@ from a3c_graph import losses, transfer
 from a3c_graph.cluster import TaskSpec
 from a3c_graph.config import A3CConfig
 from a3c_graph.envs import EnvBatch, EnvInfo
-from a3c_graph.model import ActorCriticMLP, assign_op, build_network, sync_op, values_of_next_obs
+from a3c_graph.model import ActorCriticMLP, assign_op, build_network, values_of_next_obs
 from a3c_graph.rollout import RolloutQueue, build_rollout, sample_actions
 from a3c_graph.stats import EpisodeStats
 
@@ -89,6 +89,66 @@ def learner_loss(network, rollout: dict, config: A3CConfig):
     return total, parts
 
 
+@dataclass
+class LearnerUpdate:
+    """What the learner makes of one rollout, on this worker."""
+
+    loss: tf.Tensor
+    grad_norm: tf.Tensor  # before clipping
+    parts: dict  # policy_loss, value_loss, entropy
+    is_finite: tf.Tensor  # bool: the loss and gradients are finite, the update may apply
+    gradients: list  # clipped, zero where not is_finite; one per variable, [] acting only
+
+
+def learner_update(local_network, rollout: dict, config: A3CConfig) -> LearnerUpdate:
+    """The clipped gradients of the A3C loss of `rollout` on the local copy.
+
+    The local copy is the newest the worker has, not always the one that acted: it is
+    refreshed after every update, while the rollout may have waited in the queue (up to
+    --queue-capacity rollouts) and been collected while updates came in, so the policy that
+    acted can be up to queue_capacity + 1 refreshes older. That is A3C's usual policy lag.
+    """
+    loss, parts = learner_loss(local_network, rollout, config)
+    gradients = tf.gradients(loss, local_network.variables)
+    clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
+    # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the
+    # globals: such an update is applied with zero gradients and a zero learning rate, so
+    # the weights stay as they are (Adam's moments decay as for a zero gradient). The worker
+    # counts these and stops if they persist.
+    is_finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm),
+                               name="update_is_finite")
+    clipped = [tf.where(is_finite, g, tf.zeros_like(g)) for g in clipped]
+    return LearnerUpdate(loss, grad_norm, parts, is_finite, clipped)
+
+
+def acting_only_update() -> LearnerUpdate:
+    """--learn false (the acting ceiling benchmarks.run --ceiling measures): the rollout is
+    counted and dropped, nothing is computed from it."""
+    zero = tf.constant(0.0)
+    return LearnerUpdate(zero, zero, {key: zero for key in ("policy_loss", "value_loss",
+                                                            "entropy")},
+                         tf.constant(True), [])
+
+
+def apply_to_globals(gradients, variables, global_step, is_finite, env_steps,
+                     config: A3CConfig):
+    """The shared Adam's update of the globals by `gradients` (one per variable), on the ps;
+    its learning rate is zero for an update that is not finite, and annealed by the
+    cluster's env steps."""
+    learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
+    if config.anneal_learning_rate:
+        learning_rate *= learning_rate_scale(env_steps, config.max_steps)
+    optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
+    return optimizer.apply_gradients(zip(gradients, variables), global_step=global_step)
+
+
+def sync_local_from_global(local_network, global_network):
+    """An op that copies every variable of the global network into the local copy: one
+    packed message from each ps task the globals live on (transfer.pulled)."""
+    return assign_op(local_network, transfer.pulled(global_network.variables),
+                     "sync_local_from_global")
+
+
 def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
                        env_batches: list[EnvBatch],
                        worker_device: str | None = None) -> WorkerGraph:
@@ -131,25 +191,8 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         queue = RolloutQueue(rollouts, config.queue_capacity)
 
         rollout = queue.dequeue()
-        if config.learn:
-            loss, parts = learner_loss(local_network, rollout, config)
-            gradients = tf.gradients(loss, local_network.variables)
-            clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
-            # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach
-            # the globals: such an update is applied with zero gradients and a zero learning
-            # rate, so the weights stay as they are (Adam's moments decay as for a zero
-            # gradient). The worker counts these and stops if they persist.
-            update_is_finite = tf.logical_and(tf.math.is_finite(loss),
-                                              tf.math.is_finite(grad_norm),
-                                              name="update_is_finite")
-            clipped = [tf.where(update_is_finite, g, tf.zeros_like(g)) for g in clipped]
-        else:
-            # Acting only: the rollout is counted and dropped, nothing is computed from it.
-            loss = grad_norm = tf.constant(0.0)
-            parts = {key: tf.constant(0.0) for key in ("policy_loss", "value_loss", "entropy")}
-            update_is_finite = tf.constant(True)
-            clipped = []
-
+        update = (learner_update(local_network, rollout, config) if config.learn
+                  else acting_only_update())
         done = tf.logical_or(rollout["terminated"], rollout["truncated"])
         finished_returns = tf.boolean_mask(rollout["episode_returns"], done)
         finished_lengths = tf.boolean_mask(rollout["episode_lengths"], done)
@@ -159,28 +202,23 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     # and the finished episodes. Back come the updated variables, to refresh the local copy
     # with, and from the statistics' ps the counters.
     variables = global_network.variables
-    groups = transfer.devices_of(variables) if config.learn else {}
+    groups = transfer.devices_of(variables) if update.gradients else {}
     groups.setdefault(stats.device, [])
     arrived = {}
     for device, indices in groups.items():
-        outgoing = [clipped[i] for i in indices]
+        outgoing = [update.gradients[i] for i in indices]
         if device == stats.device:
-            outgoing += [update_is_finite, finished_returns]
+            outgoing += [update.is_finite, finished_returns]
         arrived[device] = transfer.moved(outgoing, source=worker_device, destination=device)
 
     is_finite, episode_returns = arrived[stats.device][-2:]
     with tf1.device(stats.device):
         # The optimizer's hyperparameters and the global step's increment live here too, so
         # a single ps task needs nothing else from the worker.
-        if config.learn:
-            learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
-            if config.anneal_learning_rate:
-                learning_rate *= learning_rate_scale(stats.env_steps, config.max_steps)
-            optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
-            gradients = transfer.in_variable_order(groups, arrived)
-            apply_op = optimizer.apply_gradients(zip(gradients, variables),
-                                                 global_step=global_step)
-        else:
+        if update.gradients:
+            apply_op = apply_to_globals(transfer.in_variable_order(groups, arrived), variables,
+                                        global_step, is_finite, stats.env_steps, config)
+        else:  # acting only: the rollout is counted, nothing is applied
             apply_op = global_step.assign_add(1)
         with tf.control_dependencies([apply_op]):
             record_op = stats.record(spec.task, episode_returns,
@@ -196,11 +234,10 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         returned[device] = transfer.moved(outgoing, source=device, destination=worker_device)
 
     with tf1.device(worker_device):
-        if config.learn:
-            refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
-                                      "refresh_local")
-        else:  # acting only leaves the local copy as the local init op synced it
-            refresh_local = tf.no_op()
+        # Acting only, no variable comes back: the local copy stays as the local init op
+        # synced it.
+        refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
+                                  "refresh_local")
         with tf.control_dependencies([refresh_local]):
             counters = tf.identity(returned[stats.device][-1])
         train_fetches = {
@@ -214,16 +251,16 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         # every variable and writes one checkpoint, so no ps needs the chief's filesystem.
         saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
         with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
-            local_init_op = sync_op(local_network, global_network)
+            local_init_op = sync_local_from_global(local_network, global_network)
     train_fetches.update({
-        "loss": loss,
-        "grad_norm": grad_norm,
+        "loss": update.loss,
+        "grad_norm": update.grad_norm,
         "queue_size": queue.size,
         "finished_returns": finished_returns,
         "finished_lengths": finished_lengths,
         "rollout_steps": tf.size(rollout["rewards"]),
-        "update_skipped": tf.logical_not(update_is_finite),
-        **parts,
+        "update_skipped": tf.logical_not(update.is_finite),
+        **update.parts,
     })
     return WorkerGraph(global_step=global_step, train_fetches=train_fetches,
                        global_network=global_network, saver=saver, queue_size=queue.size,

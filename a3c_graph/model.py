@@ -14,6 +14,10 @@ Three networks, picked by build_network from --policy and the observation shape:
 Image observations are [C, H, W] (Atari: uint8 [4, 42, 42], the stacked frames first;
 MinAtar: bool [C, 10, 10]); they are cast to float (uint8 scaled by 1/255) and moved to
 channels-last inside the graph.
+
+Nothing here knows where a network lives: copying the globals on the ps into a worker's
+local copy crosses tasks, and that is agent.py's (through transfer.py), so the math imports
+no cluster code.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from a3c_graph import transfer
 from a3c_graph.config import resolve_policy
 
 tf1 = tf.compat.v1
@@ -351,9 +354,3 @@ def assign_op(network, values, name: str):
     return tf.group(*[v.assign(value) for v, value in zip(network.variables, values)],
                     name=name)
 
-
-def sync_op(target_network, source_network):
-    """An op that copies every variable of source_network into target_network: one packed
-    message per task source_network lives on (transfer.pulled)."""
-    return assign_op(target_network, transfer.pulled(source_network.variables),
-                     "sync_local_from_global")

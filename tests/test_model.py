@@ -273,46 +273,6 @@ def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
     assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
 
 
-def test_packed_transfers_give_every_tensor_its_own_values_dtype_and_shape():
-    # Variables spread over two devices (standing in for two ps tasks) in interleaved order,
-    # as replica_device_setter places them: each comes back whole and in place. moved()
-    # carries counters bit for bit (float64, int64 beyond float32's 24 bits), a flag, and a
-    # last tensor whose length is known only when it runs.
-    from a3c_graph import transfer
-
-    shapes = [[3, 2], [2], [4, 1, 2], [], [5]]
-    rng = np.random.default_rng(0)
-    values = [rng.normal(size=shape).astype(np.float32) for shape in shapes]
-    counters = np.array([1e15 + 3, np.nan, -0.1], np.float64)
-    big = np.array([2**53 + 1, -7], np.int64)
-    with tf.Graph().as_default():
-        variables = []
-        for i, value in enumerate(values):
-            with tf1.device(f"/device:CPU:{i % 2}"):
-                variables.append(tf1.get_variable(f"v{i}", initializer=value))
-        pulled = transfer.pulled(variables)
-        finished = tf1.placeholder(tf.float32, [None])
-        outgoing = [tf.constant(counters), tf.constant(big), tf.constant(True),
-                    tf.constant(values[0]), finished]
-        arrived = transfer.moved(outgoing, source="/device:CPU:0", destination="/device:CPU:1")
-        assert len({p.op.inputs[0].op.name for p in pulled}) == 2  # one message per device
-        assert {a.device for a in arrived} == {"/device:CPU:1"}
-        assert [a.dtype for a in arrived] == [t.dtype for t in outgoing]
-        config = tf1.ConfigProto(device_count={"CPU": 2})
-        with tf1.Session(config=config) as session:
-            session.run(tf1.global_variables_initializer())
-            got_pulled = session.run(pulled)
-            for length in (0, 3):
-                got = session.run(arrived, {finished: np.arange(length, dtype=np.float32)})
-                np.testing.assert_array_equal(got[0], counters)  # NaN where NaN
-                np.testing.assert_array_equal(got[1], big)
-                assert got[2].dtype == bool and got[2]
-                np.testing.assert_array_equal(got[3], values[0])
-                np.testing.assert_array_equal(got[4], np.arange(length, dtype=np.float32))
-    for value, got in zip(values, got_pulled):
-        np.testing.assert_array_equal(got, value)
-
-
 # --------------------------------------------------------------------------- local and global
 
 # The learner computes gradients on the local copy and applies them to the globals, and the
@@ -329,7 +289,7 @@ PAIRED_NETWORKS = [
 @pytest.mark.parametrize("policy, obs_shape, settings", PAIRED_NETWORKS,
                          ids=["mlp", "cnn", "lstm-mlp", "lstm-cnn"])
 def test_local_and_global_variables_pair_up_by_name_in_order(policy, obs_shape, settings):
-    from a3c_graph.model import sync_op
+    from a3c_graph.model import assign_op
 
     config = resolve_config({"policy": policy, **settings})
     global_net = build_network(obs_shape, 3, config, "global")
@@ -361,7 +321,7 @@ def test_local_and_global_variables_pair_up_by_name_in_order(policy, obs_shape, 
         outputs = [net(obs) for net in (global_net, local_net)]
     with tf1.Session() as session:
         session.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
-        session.run(sync_op(local_net, global_net))
+        session.run(assign_op(local_net, [v.read_value() for v in global_net.variables], "sync"))
         got_global, got_local = session.run(outputs)
     for want, got in zip(got_global, got_local):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
