@@ -35,11 +35,9 @@ tf1 = tf.compat.v1
 class WorkerGraph:
     """Handles the worker's training loop runs."""
 
-    global_step: tf.Tensor
     train_fetches: dict
     global_network: object
     saver: tf1.train.Saver
-    queue_size: tf.Tensor
     local_init_op: tf.Operation  # initializes the local variables, then syncs the local copy
 
 
@@ -110,7 +108,7 @@ def learner_update(local_network, rollout: dict, config: A3CConfig) -> LearnerUp
     """
     loss, parts = learner_loss(local_network, rollout, config)
     gradients = tf.gradients(loss, local_network.variables)
-    clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
+    clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
     # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the
     # globals: such an update is applied with zero gradients and a zero learning rate, so
     # the weights stay as they are (Adam's moments decay as for a zero gradient). The worker
@@ -262,6 +260,5 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         "update_skipped": tf.logical_not(update.is_finite),
         **update.parts,
     })
-    return WorkerGraph(global_step=global_step, train_fetches=train_fetches,
-                       global_network=global_network, saver=saver, queue_size=queue.size,
+    return WorkerGraph(train_fetches=train_fetches, global_network=global_network, saver=saver,
                        local_init_op=local_init_op)

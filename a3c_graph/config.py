@@ -362,6 +362,3 @@ def config_to_argv(config: A3CConfig) -> list[str]:
         argv.append(f"--{_flag(f.name)}={_show(value)}")
     return argv
 
-
-def config_fields() -> Sequence[str]:
-    return [f.name for f in dataclasses.fields(A3CConfig)]

@@ -1,4 +1,4 @@
-"""A3C math as pure functions of tensors: returns, advantages, losses, gradient clipping.
+"""A3C math as pure functions of tensors: returns, advantages and losses.
 
 Shapes are time-major. T refers to the time dimension (the rollout length) and B to the
 batch dimension (the envs stepped together). For every step t of a rollout:
@@ -107,10 +107,3 @@ def a3c_loss(logits, actions, values, advantages, returns, entropy_coef, value_c
     total = pg + value_coef * vf - entropy_coef * ent
     return total, {"policy_loss": pg, "value_loss": vf, "entropy": ent}
 
-
-def clip_by_global_norm(gradients, clip_norm):
-    """Gradients scaled together so their global norm is at most clip_norm.
-
-    Returns (clipped_gradients, global_norm_before_clipping).
-    """
-    return tf.clip_by_global_norm(gradients, clip_norm)

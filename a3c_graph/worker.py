@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="With --cluster slurm: the tasks on one node listen on ports P, "
                              f"P+1, ... (default: {SLURM_DEFAULT_PORT}).")
     parser.add_argument("--logdir", help="Checkpoints, summaries and progress go here.")
-    parser.add_argument("--gpu", "--gpu-list", dest="gpu", type=_gpu_id, default=None,
+    parser.add_argument("--gpu", type=_gpu_id, default=None,
                         metavar="ID",
                         help="Run this worker on GPU ID, chosen by gpu_options.visible_device_list "
                              "(ids count within CUDA_VISIBLE_DEVICES). Default: GPU:0 of the "
@@ -96,9 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _gpu_id(text: str) -> int | None:
-    if text.strip() == "":  # --gpu-list "" used to mean "every GPU": no choice made
-        return None
+def _gpu_id(text: str) -> int:
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"expected one GPU id like 0 or 1, got {text!r}")
     return int(text)

@@ -6,7 +6,8 @@
     The LSTM is graph-only (benchmarks.runtime.check_tf2_network refuses it).
   * make_policy_step / make_gradient_step: tf.functions for one batched policy inference
     and for the clipped gradients of one rollout. The loss is a3c_graph.agent.learner_loss
-    itself, so GAE, normalization, the A3C loss and clipping are the graph variant's code.
+    itself, so GAE, normalization and the A3C loss are the graph variant's code, and both
+    clip with tf.clip_by_global_norm.
   * collect_rollout: the TF2 idiom, a Python loop over a3c_graph.envs.EnvBatch calling the
     policy tf.function once per env step (the graph variant runs that loop in-graph); both
     write the transitions with a3c_graph.rollout.RolloutRecorder.
@@ -27,7 +28,6 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from a3c_graph import losses
 from a3c_graph import model as graph_model
 from a3c_graph.agent import learner_loss
 from a3c_graph.config import A3CConfig, resolve_policy
@@ -165,7 +165,7 @@ def make_gradient_step(model: TF2Network, config: A3CConfig, fields: Sequence[Ro
         with tf.GradientTape() as tape:
             loss, parts = learner_loss(model, rollout, config)
         gradients = tape.gradient(loss, model.variables)
-        clipped, grad_norm = losses.clip_by_global_norm(gradients, config.grad_clip_norm)
+        clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
         return clipped, {"loss": loss, "grad_norm": grad_norm, **parts}
 
     return gradient_step

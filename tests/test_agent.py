@@ -181,6 +181,33 @@ def test_gradients_are_the_semi_gradient_of_the_ground_truth(normalize_advantage
         np.testing.assert_allclose(gradient, want[name], rtol=1e-3, atol=2e-5, err_msg=name)
 
 
+@pytest.mark.parametrize("clip", [1e-3, 1e3], ids=["clipped", "under_the_clip"])
+def test_the_update_is_clipped_to_the_global_norm_and_reports_the_norm_before(clip):
+    """learner_update's gradients are the loss's, scaled together so that their global norm
+    is at most --grad-clip-norm (the direction is kept); grad_norm is the norm before."""
+    config = dataclasses.replace(CONFIG, grad_clip_norm=clip)
+    rollout = hand_made_rollout(seed=3)
+    _, want, _ = learner_loss_in_tf(config, rollout)
+    with tf.Graph().as_default():
+        network = ActorCriticMLP((OBS_DIM,), NUM_ACTIONS, config.hidden_sizes, "net")
+        update = agent.learner_update(
+            network, {key: tf.constant(value) for key, value in rollout.items()}, config)
+        weights = random_weights(network, 1)  # learner_loss_in_tf's
+        with tf1.Session() as session:
+            session.run([v.assign(weights[name_in_scope(v)]) for v in network.variables])
+            gradients, norm, finite = session.run(
+                [update.gradients, update.grad_norm, update.is_finite])
+        names = [name_in_scope(v) for v in network.variables]
+    norm_before = float(np.sqrt(sum(np.sum(np.square(g)) for g in want.values())))
+    assert finite
+    np.testing.assert_allclose(norm, norm_before, rtol=1e-5)
+    scale = min(1.0, clip / norm_before)
+    assert scale < 1.0 if clip < 1 else scale == 1.0  # each case tests what it says
+    for name, gradient in zip(names, gradients):
+        np.testing.assert_allclose(gradient, want[name] * scale, rtol=1e-4, atol=1e-9,
+                                   err_msg=name)
+
+
 # ---------------------------------------------------------------------------------------------
 # The direction of learning.
 # ---------------------------------------------------------------------------------------------

@@ -304,7 +304,7 @@ def test_launcher_checks_the_memory_fraction_even_in_a_dry_run(tmp_path):
     ({FAKE_GPUS_ENV: "0"}, ["--gpu", "0"], "--gpu 0 is not visible: no GPU is visible here"),
     ({FAKE_GPUS_ENV: "2", CUDA_ENV: "1"}, ["--gpu", "1"],
      "--gpu 1 is not visible: CUDA_VISIBLE_DEVICES=1 shows this process 1 GPU, id 0"),
-    ({FAKE_GPUS_ENV: "2"}, ["--gpu-list", "0,1"], "expected one GPU id"),
+    ({FAKE_GPUS_ENV: "2"}, ["--gpu", "0,1"], "expected one GPU id"),
     ({FAKE_GPUS_ENV: "2"}, ["--gpu", "0", "--gpu-memory-fraction", "0"], "must be in (0, 1]"),
 ])
 def test_worker_with_a_gpu_it_cannot_have_is_one_line_exit_2(tmp_path, env, flags, words):

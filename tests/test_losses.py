@@ -365,44 +365,8 @@ def test_a3c_loss_treats_advantages_and_returns_as_constants():
 
 
 # ---------------------------------------------------------------------------------------------
-# Gradient clipping and normalization.
+# Normalization.
 # ---------------------------------------------------------------------------------------------
-
-def global_norm(arrays):
-    return math.sqrt(sum(float(np.sum(np.square(a))) for a in arrays))
-
-
-def test_clip_by_global_norm_scales_large_gradients_down_to_the_clip():
-    rng = np.random.default_rng(8)
-    grads = [rng.normal(size=(3, 4)) * 10.0, rng.normal(size=(4,)) * 10.0]
-    clip = 5.0
-    norm_before = global_norm(grads)
-    assert norm_before > clip  # otherwise the case tests nothing
-
-    clipped, returned_norm = run_in_graph(lambda: losses.clip_by_global_norm(
-        [tf.constant(g) for g in grads], clip))
-
-    np.testing.assert_allclose(returned_norm, norm_before, rtol=1e-10)
-    assert global_norm(clipped) <= clip * (1 + 1e-9)
-    np.testing.assert_allclose(global_norm(clipped), clip, rtol=1e-9)
-    # All gradients are scaled by the same factor, so the update direction is kept.
-    for got, grad in zip(clipped, grads, strict=True):
-        np.testing.assert_allclose(got, grad * clip / norm_before, rtol=1e-9)
-
-
-def test_clip_by_global_norm_leaves_small_gradients_unchanged():
-    grads = [np.array([[0.3, -0.4], [0.1, 0.2]]), np.array([0.5, -0.1])]
-    clip = 40.0
-    norm_before = global_norm(grads)
-    assert norm_before < clip
-
-    clipped, returned_norm = run_in_graph(lambda: losses.clip_by_global_norm(
-        [tf.constant(g) for g in grads], clip))
-
-    np.testing.assert_allclose(returned_norm, norm_before, rtol=1e-10)
-    for got, grad in zip(clipped, grads, strict=True):
-        np.testing.assert_allclose(got, grad, rtol=1e-12)
-
 
 @pytest.mark.parametrize("shape", [(64,), (16, 8)])
 def test_normalize_gives_mean_zero_and_std_one(shape):
