@@ -14,6 +14,7 @@ its ops actually ran on (traced on its first step).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -205,7 +206,7 @@ def main(argv=None) -> int:
         for logdir in args.logdir:
             config = load_run_config(logdir)
             if args.env:
-                config = config.__class__(**{**config.__dict__, "env": args.env})
+                config = dataclasses.replace(config, env=args.env)
             configs.append(config)
         tf_env.before_tf_import()
         from a3c_graph.devices import shared_session_config
