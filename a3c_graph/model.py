@@ -32,6 +32,17 @@ from a3c_graph.config import resolve_policy
 tf1 = tf.compat.v1
 
 
+def graph_variable(name: str, shape, initializer):
+    """The networks' default variable factory: a float32 tf.compat.v1.get_variable, named by
+    the enclosing variable scope (so a worker's local copy gets its custom getter).
+
+    A variable factory is any callable (name, shape, initializer) -> variable; the TF2
+    benchmark variants pass one that makes eager tf.Variables, and so reuse these classes
+    whole: the same layers, sizes, initializers, variable order and forward pass.
+    """
+    return tf1.get_variable(name, shape, tf.float32, initializer=initializer)
+
+
 def _local_variable_getter(getter, *args, **kwargs):
     """Variables of a worker's local copy: per-task, never saved, never trained directly."""
     kwargs["collections"] = [tf1.GraphKeys.LOCAL_VARIABLES]
@@ -51,18 +62,15 @@ class ActorCriticMLP:
     recurrent = False
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                 scope: str, local: bool = False):
+                 scope: str, local: bool = False, variable_factory=graph_variable):
         self.obs_dim = int(math.prod(obs_shape))
         self.num_actions = num_actions
+        vars_ = _Variables(variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self._build(_Variables(), hidden_sizes, num_actions)
-
-    def _build(self, vars_: _Variables, hidden_sizes, num_actions):
-        """Both towers, their variables made by `vars_` (graph or eager, see _Variables)."""
-        self.policy_layers = self._tower(vars_, "policy", hidden_sizes, num_actions, 0.01)
-        self.value_layers = self._tower(vars_, "value", hidden_sizes, 1, 1.0)
+            self.policy_layers = self._tower(vars_, "policy", hidden_sizes, num_actions, 0.01)
+            self.value_layers = self._tower(vars_, "value", hidden_sizes, 1, 1.0)
 
     def _tower(self, vars_, name, hidden_sizes, out_size, out_gain):
         layers, in_size = _dense_stack(vars_, f"{name}/", self.obs_dim, hidden_sizes)
@@ -92,25 +100,19 @@ LSTM_FORGET_BIAS = 1.0  # starts the LSTM remembering (Jozefowicz et al. 2015)
 
 
 class _Variables:
-    """Creates variables in one scope and remembers them in creation order.
+    """Creates a network's variables with its variable factory and remembers them in
+    creation order. Orthogonal weights (gain sqrt(2) unless given) and zero biases."""
 
-    Orthogonal weights (gain sqrt(2) unless given) and zero biases. `_make` is the one
-    place that decides what kind of variable it is: tf.compat.v1.get_variable here, so the
-    enclosing variable scope names it; the TF2 benchmarks override it with tf.Variable.
-    """
-
-    def __init__(self):
+    def __init__(self, factory=graph_variable):
+        self.factory = factory
         self.created: list = []
 
     def get(self, name, shape, gain=None, zeros=False):
         initializer = (tf1.zeros_initializer() if zeros
                        else tf1.orthogonal_initializer(math.sqrt(2) if gain is None else gain))
-        var = self._make(name, shape, initializer)
+        var = self.factory(name, shape, initializer)
         self.created.append(var)
         return var
-
-    def _make(self, name, shape, initializer):
-        return tf1.get_variable(name, shape, tf.float32, initializer=initializer)
 
     def dense(self, name, in_size, out_size, gain=None):
         return (self.get(f"{name}/weights", [in_size, out_size], gain),
@@ -209,9 +211,9 @@ class ActorCriticCNN:
     recurrent = False
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                 scope: str, local: bool = False, **conv):
+                 scope: str, local: bool = False, variable_factory=graph_variable, **conv):
         self.num_actions = num_actions
-        vars_ = _Variables()
+        vars_ = _Variables(variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
@@ -269,11 +271,12 @@ class ActorCriticLSTM:
     recurrent = True
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                 lstm_size: int, torso: str, scope: str, local: bool = False, **conv):
+                 lstm_size: int, torso: str, scope: str, local: bool = False,
+                 variable_factory=graph_variable, **conv):
         self.num_actions = num_actions
         self.lstm_size = lstm_size
         self.state_shape = (2, lstm_size)
-        vars_ = _Variables()
+        vars_ = _Variables(variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name

@@ -1,7 +1,7 @@
 """What both TF2 variants share: the graph variant's A3C in eager TF2.
 
   * ActorCritic / ActorCriticCNN: a3c_graph.model's MLP and CNN networks (same layers,
-    sizes, activations, initializers and forward pass), their variables made with
+    sizes, activations, initializers and forward pass), given a variable factory that makes
     tf.Variable instead of get_variable; build_model picks one as the graph worker does.
     The LSTM is graph-only (benchmarks.runtime.check_tf2_network refuses it).
   * make_policy_step / make_gradient_step: tf.functions for one batched policy inference
@@ -21,7 +21,6 @@ Shapes follow a3c_graph.rollout: T is the rollout length, B the envs stepped tog
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -66,54 +65,37 @@ class _EagerWeights:
             variable.assign(value)
 
 
+def eager_variable(name: str, shape, initializer) -> tf.Variable:
+    """The TF2 variants' variable factory for a3c_graph.model's networks: an eager
+    tf.Variable with the graph variant's shape, initializer and name."""
+    return tf.Variable(initializer(shape, tf.float32), name=name)
+
+
 class ActorCritic(_EagerWeights, graph_model.ActorCriticMLP):
     """a3c_graph.model.ActorCriticMLP with eager tf.Variables.
 
-    Only the variable creation is replaced (get_variable needs a graph's variable scope):
-    the forward pass (__call__) and the variable order (`variables`) are inherited, so
-    weights line up one to one with the graph variant's network.
+    Only the variable factory differs: the layers, the forward pass (__call__) and the
+    variable order (`variables`) are the graph variant's, so weights line up one to one.
     """
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int,
                  hidden_sizes: Sequence[int]):
-        # No super().__init__(): it would make graph variables with get_variable.
-        self.obs_dim = int(math.prod(obs_shape))
-        self.num_actions = num_actions
-        self.scope_name = "tf2"
-        self._build(_EagerVariables(""), hidden_sizes, num_actions)
-
-
-class _EagerVariables(graph_model._Variables):
-    """model._Variables that makes eager tf.Variables: the same shapes, initializers and
-    creation order, so model's own torso and heads classes build the network."""
-
-    def __init__(self, prefix: str):
-        super().__init__()
-        self.prefix = prefix
-
-    def _make(self, name, shape, initializer):
-        return tf.Variable(initializer(shape, tf.float32), name=f"{self.prefix}{name}")
+        super().__init__(obs_shape, num_actions, hidden_sizes, "tf2",
+                         variable_factory=eager_variable)
 
 
 class ActorCriticCNN(_EagerWeights, graph_model.ActorCriticCNN):
     """a3c_graph.model.ActorCriticCNN with eager tf.Variables.
 
-    The torso and heads are model.py's own classes, handed a variable factory that makes
-    tf.Variables; the forward pass (__call__) is inherited. So the convolutions, layer
-    sizes and variable order are the graph variant's by construction, and learner_loss
-    takes the CNN path (values of s_{t+1} only where needed) for it too.
+    Only the variable factory differs: the convolutions, layer sizes, variable order and
+    forward pass are the graph variant's by construction, and learner_loss takes the CNN
+    path (values of s_{t+1} only where needed) for it too.
     """
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int,
                  hidden_sizes: Sequence[int], **conv):
-        # No super().__init__(): it would make graph variables with get_variable.
-        self.num_actions = num_actions
-        self.scope_name = "tf2"
-        vars_ = _EagerVariables("torso/")  # the names model.py's variable scopes give
-        self.torso = graph_model._CNNTorso(vars_, obs_shape, hidden_sizes, **conv)
-        vars_.prefix = ""
-        self.heads = graph_model._Heads(vars_, self.torso.out_size, num_actions)
-        self.variables = vars_.created
+        super().__init__(obs_shape, num_actions, hidden_sizes, "tf2",
+                         variable_factory=eager_variable, **conv)
 
 
 TF2Network = ActorCritic | ActorCriticCNN

@@ -31,6 +31,7 @@ def mlp_tower(weights: dict, tower: str, x):
     x = np.asarray(x, np.float64)
     num_layers = sum(1 for name in weights
                      if name.startswith(f"{tower}/") and name.endswith("/weights"))
+    assert num_layers, f"no {tower}/fc<i>/weights among {sorted(weights)}"
     for i in range(num_layers):
         x = x @ weights[f"{tower}/fc{i}/weights"] + weights[f"{tower}/fc{i}/biases"]
         if i < num_layers - 1:

@@ -334,6 +334,11 @@ def assert_loss_is_the_ground_truth(parts: dict, want: dict) -> None:
         np.testing.assert_allclose(parts[key], want[truth], rtol=5e-5, atol=1e-6, err_msg=key)
 
 
+def name_in_scope(variable) -> str:
+    """"tf2/policy/fc0/weights:0" -> "policy/fc0/weights", as tests/ground_truth.py names them."""
+    return variable.name.split("/", 1)[1].rsplit(":", 1)[0]
+
+
 def test_tf2_network_is_the_graphs_and_its_loss_and_clipped_gradients_the_ground_truth():
     # A clip norm the gradients exceed, so that the clipping is checked too.
     config = A3CConfig(rollout_length=5, envs_per_worker=3, hidden_sizes=(8, 6),
@@ -342,7 +347,7 @@ def test_tf2_network_is_the_graphs_and_its_loss_and_clipped_gradients_the_ground
     model, info, *_ = tf2_model_like_the_graphs(config, rollout)
     gradients, parts = tf2_gradient_step(model, config, info, rollout)
 
-    weights = {v.name.rsplit(":", 1)[0]: v.numpy() for v in model.variables}
+    weights = {name_in_scope(v): v.numpy() for v in model.variables}
     assert_loss_is_the_ground_truth(parts, ground_truth.mlp_loss(weights, rollout, config))
     semi_gradient = ground_truth.mlp_semi_gradient(weights, rollout, config)
     norm = np.sqrt(sum(np.sum(g ** 2) for g in semi_gradient.values()))
@@ -351,7 +356,7 @@ def test_tf2_network_is_the_graphs_and_its_loss_and_clipped_gradients_the_ground
     want = ground_truth.clipped(semi_gradient, config.grad_clip_norm)
     assert len(gradients) == len(model.variables) == len(want)
     for variable, gradient in zip(model.variables, gradients):  # in model.variables order
-        name = variable.name.rsplit(":", 1)[0]
+        name = name_in_scope(variable)
         np.testing.assert_allclose(gradient, want[name], rtol=1e-3, atol=1e-6, err_msg=name)
 
 
