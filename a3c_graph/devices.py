@@ -21,7 +21,13 @@ A plan uses exactly one of the first two per process: the launcher's children ge
 CUDA_VISIBLE_DEVICES and an empty visible_device_list; a hand-started task gets
 visible_device_list and its environment is left as the user set it.
 
-``--gpus`` (launcher and ``plan``): ``none`` (every task on CPU, the default), ``auto``
+Three flags, three questions, one spelling each: ``--gpus SPEC`` is which GPUs a command
+spreads its processes over (the launcher, ``plan``, and the TF2 benchmark variants, which
+read it through requested_ids); ``--gpu ID`` is the one GPU of a task started by hand (the
+worker; what the config mechanism writes into a task's command); ``--devices`` is where
+evaluate pins each of its graphs, CPU devices included.
+
+``--gpus`` (launcher, ``plan``, TF2 variants): ``none`` (every task on CPU, the default), ``auto``
 (every GPU visible here; CPU with one note if there is none), ``count:N`` (the first N
 visible GPUs), or GPU ids ``0`` / ``0,1,3`` (as this process sees them, i.e. counted within
 its own CUDA_VISIBLE_DEVICES, like visible_device_list). ps tasks always run on CPU; workers
@@ -396,6 +402,23 @@ def _config_text(config: Mapping[str, dict]) -> str:
                      for name, opts in config.items())
 
 
+def requested_ids(request: GpuRequest, inventory: GpuInventory
+                  ) -> tuple[tuple[int, ...], list[str]]:
+    """(the GPU ids a --gpus request names, as this process sees them; notes to show once).
+
+    Ids beyond what `inventory` shows are kept: the caller decides whether that is an error.
+    """
+    if request.kind == "none":
+        return (), []
+    if request.kind == "auto":
+        ids = tuple(range(inventory.count))
+        notes = [] if ids else [f"--gpus auto: {inventory.describe()}; every task runs on CPU"]
+        return ids, notes
+    if request.kind == "count":
+        return tuple(range(request.count)), []
+    return request.ids, []
+
+
 def plan_devices(tasks: Sequence[tuple[str, int]], gpus: str | GpuRequest = "none",
                  memory_fraction: float | None = None, mechanism: str = ENV_MECHANISM,
                  inventory: GpuInventory | None = None) -> DevicePlan:
@@ -410,17 +433,7 @@ def plan_devices(tasks: Sequence[tuple[str, int]], gpus: str | GpuRequest = "non
     if mechanism not in (ENV_MECHANISM, CONFIG_MECHANISM):
         raise DeviceError(f"unknown mechanism {mechanism!r}")
     inventory = detect_gpus() if inventory is None else inventory
-    notes: list[str] = []
-    if request.kind == "none":
-        ids: tuple[int, ...] = ()
-    elif request.kind == "auto":
-        ids = tuple(range(inventory.count))
-        if not ids:
-            notes.append(f"--gpus auto: {inventory.describe()}; every task runs on CPU")
-    elif request.kind == "count":
-        ids = tuple(range(request.count))
-    else:
-        ids = request.ids
+    ids, notes = requested_ids(request, inventory)
     missing = tuple(gpu for gpu in ids if gpu >= inventory.count)
     # GPUs around (used by the plan, or on this machine): the env plan hides them from CPU tasks.
     hide = bool(ids) or inventory.count > 0

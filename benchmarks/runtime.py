@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from a3c_graph import netns, tf_env
+from a3c_graph import devices, netns, tf_env
 from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
 from a3c_graph.envs import env_info, env_options
@@ -49,7 +49,7 @@ class VariantRun:
     config: A3CConfig  # target_return resolved, as the graph launcher resolves it
     workers: int
     logdir: Path
-    gpus: tuple[str, ...]  # GPU ids handed out round-robin; empty: CPU only
+    gpus: tuple[str, ...]  # CUDA_VISIBLE_DEVICES entries, round-robin; empty: CPU only
     allow_remote: bool = False  # on the host network (see enter_private_network)
 
 
@@ -62,9 +62,10 @@ def parse_variant_args(prog: str, description: str,
     parser = OneLineParser(prog=prog, description=description, allow_abbrev=False)
     parser.add_argument("--workers", type=int, default=2, help="Worker processes (default: 2).")
     parser.add_argument("--logdir", required=True, help="Progress files and summary.json.")
-    parser.add_argument("--gpus", default="",
-                        help="Comma-separated GPU ids given round-robin to the parameter "
-                             "holder and the workers (default: none, CPU only).")
+    parser.add_argument("--gpus", default="none", metavar="SPEC",
+                        help=f"GPUs given round-robin to the parameter holder and the "
+                             f"workers, as the launcher's --gpus: {devices.GPUS_FORMS} (ids as "
+                             "this process sees them; default: none, CPU only).")
     add_allow_remote_argument(parser)
     add_config_arguments(parser)
     try:
@@ -74,9 +75,9 @@ def parse_variant_args(prog: str, description: str,
         config = config_from_args(args)
         config = dataclasses.replace(config, target_return=resolve_target_return(config))
         check_tf2_network(config)
-    except (ValueError, UsageError) as error:
+        gpus = visible_device_entries(prog, args.gpus)
+    except (ValueError, UsageError) as error:  # devices.DeviceError is a ValueError
         sys.exit(fail(prog, error))
-    gpus = tuple(part.strip() for part in args.gpus.split(",") if part.strip())
     return VariantRun(config, args.workers, Path(os.path.abspath(args.logdir)), gpus,
                       args.allow_remote)
 
@@ -143,6 +144,17 @@ def enter_private_network(prog: str, allow_remote: bool) -> None:
 
 
 # --------------------------------------------------------------------------- devices
+
+def visible_device_entries(prog: str, spec: str) -> tuple[str, ...]:
+    """The CUDA_VISIBLE_DEVICES entry of each GPU a --gpus SPEC names (the launcher's forms
+    and meaning, a3c_graph.devices); a GPU this machine does not show is kept, and its
+    process then runs on the CPU (configure_tensorflow)."""
+    inventory = devices.detect_gpus()
+    ids, notes = devices.requested_ids(devices.parse_gpus(spec), inventory)
+    for note in notes:
+        print(f"{prog}: note: {note}", file=sys.stderr, flush=True)
+    return tuple(inventory.physical_id(gpu) for gpu in ids)
+
 
 def pin_visible_gpus(gpus: Sequence[str], process_index: int) -> None:
     """Choose this process's GPU before TF is imported (TF's GPU options are process-wide).

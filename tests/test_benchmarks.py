@@ -208,6 +208,27 @@ def test_bad_harness_flags_end_in_one_line(tmp_path, flags, words):
 
 # --------------------------------------------------------------------------- runtime
 
+@pytest.mark.parametrize("spec, cuda_visible_devices, entries", [
+    ("0,1", None, ("0", "1")),
+    ("none", None, ()),
+    ("", None, ()),
+    # Ids count within this process's CUDA_VISIBLE_DEVICES, as the launcher's --gpus.
+    ("1", "3,1", ("1",)),
+    ("auto", "3,1", ("3", "1")),
+    ("count:2", "3,1", ("3", "1")),
+])
+def test_tf2_variants_read_gpus_as_the_launcher_does(monkeypatch, spec, cuda_visible_devices,
+                                                     entries):
+    from a3c_graph.devices import CUDA_ENV, FAKE_GPUS_ENV
+
+    monkeypatch.setenv(FAKE_GPUS_ENV, "4")
+    if cuda_visible_devices is None:
+        monkeypatch.delenv(CUDA_ENV, raising=False)
+    else:
+        monkeypatch.setenv(CUDA_ENV, cuda_visible_devices)
+    assert runtime.visible_device_entries("benchmarks.tf2_ray", spec) == entries
+
+
 def test_run_stats_stop_with_the_graph_workers_rule(tmp_path):
     config = A3CConfig(target_return=50.0)
     stats = runtime.RunStats(config)
