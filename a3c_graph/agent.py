@@ -6,12 +6,19 @@ Placement (universe-starter-agent's layout):
   * on this worker: a local copy of the network, the rollout queue, the actor threads'
     in-graph rollouts and the learner's forward and backward pass.
 
-The learner computes gradients on the local copy (the parameters that acted), applies them
-to the globals and, in the same step, copies the globals back into the local copy: the
-actors act on parameters at most one update of this worker old, and the ps serves one
-session step per rollout, not two (an actor that synced before each rollout cost the ps a
-step of its own). The local copy is first synced by the local init op, before any actor
-starts.
+The learner computes gradients on the local copy as it is when it dequeues a rollout,
+applies them to the globals and, in the same step, copies the globals back into the local
+copy, so the ps serves one session step per rollout, not two (an actor that synced before
+each rollout cost the ps a step of its own). The local copy is first synced by the local
+init op, before any actor starts.
+
+So the gradients are not taken on the parameters that acted, but on a local copy that can
+be newer: a rollout waits in the queue behind up to --queue-capacity others, each of which
+refreshes the copy when it is learned from, and one refresh can land while the rollout is
+being collected, which then straddles it (its first steps acted on the older copy, its last
+on the newer). With one actor thread the copy is up to queue_capacity + 1 refreshes newer
+than the one that acted (each further actor thread waiting to enqueue can add one). This is
+A3C's usual policy lag between acting and learning, which the on-policy loss ignores.
 """
 
 from __future__ import annotations
@@ -99,13 +106,9 @@ class LearnerUpdate:
 
 
 def learner_update(local_network, rollout: dict, config: A3CConfig) -> LearnerUpdate:
-    """The clipped gradients of the A3C loss of `rollout` on the local copy.
-
-    The local copy is the newest the worker has, not always the one that acted: it is
-    refreshed after every update, while the rollout may have waited in the queue (up to
-    --queue-capacity rollouts) and been collected while updates came in, so the policy that
-    acted can be up to queue_capacity + 1 refreshes older. That is A3C's usual policy lag.
-    """
+    """The clipped gradients of the A3C loss of `rollout` on the local copy as it is now,
+    which can be up to queue_capacity + 1 refreshes newer than the copy that collected the
+    rollout (the module docstring says why): A3C's usual policy lag."""
     loss, parts = learner_loss(local_network, rollout, config)
     gradients = tf.gradients(loss, local_network.variables)
     clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)

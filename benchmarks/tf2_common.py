@@ -137,8 +137,10 @@ def make_gradient_step(model: TF2Network, config: A3CConfig, fields: Sequence[Ro
 
     fields: the rollout's (a RolloutRecorder's `fields`), which fix its T and B.
 
-    The gradients are of learner_loss on `model`, the copy that acted (as the graph
-    variant computes them on its local network), in `model.variables` order.
+    The gradients are of learner_loss on `model`, in `model.variables` order. A TF2 worker
+    sets the weights, collects a rollout and takes its gradients right after, so here they
+    are taken on the copy that acted; the graph variant takes them on its local copy, which
+    can have been refreshed since (a3c_graph.agent's docstring: the policy lag).
     """
     signature = learner_signature(fields)
 
