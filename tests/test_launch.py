@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import os
+import queue
 import re
 import shlex
 import signal
@@ -23,11 +24,13 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import psutil
 import pytest
+from conftest import alive
 
 from a3c_graph.pids import read_pid_files
 from a3c_graph.progress import read_history
@@ -611,11 +614,14 @@ def _restarted_and_ready(logdir: Path) -> bool:
 ], ids=["stopped_reporting", "restarted_still_starting"])
 def test_only_a_worker_that_stopped_reporting_is_named(fake_launcher, mode, warned):
     process, logdir = fake_launcher(mode)
+    output = Output(process)
     wait_for_tasks(process, logdir, 3)
-    time.sleep(PROGRESS_LINE_SECS + 2)
+    # A progress line with totals is printed from the very reading of the progress files that
+    # the stall check ran on just before it: worker 1's report (the only one) was checked.
+    output.wait_for(r"^\[ *\d+:\d\d\] step ", timeout=PROGRESS_LINE_SECS + 60)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
+    assert process.wait(timeout=60) == 130
+    stderr = process.stderr.read()
     warnings = [line for line in stderr.splitlines() if "has not reported" in line]
     assert len(warnings) == (1 if warned else 0), stderr
     if warned:
@@ -663,6 +669,47 @@ def wait_for_tasks(process: subprocess.Popen, logdir: Path, count: int) -> list[
     return task_pids(logdir)
 
 
+def pid_of_task(logdir: Path, name: str) -> int:
+    return int((logdir / "pids" / f"{name}.pid").read_text())
+
+
+def wait_until_gone(pids: list[int], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"still running after {timeout:g} s: {pids}"
+        time.sleep(0.05)
+
+
+class Output:
+    """The lines a running launcher prints on stdout, read as they come by a thread of ours,
+    so that a test can wait for one with a deadline instead of sleeping."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.lines: queue.Queue = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(process.stdout,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.put(line)
+        self.lines.put(None)  # end of output: the launcher exited
+
+    def wait_for(self, pattern: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"no stdout line matched {pattern!r} within {timeout:g} s: "
+                            f"{self.seen}")
+            if line is None:
+                pytest.fail(f"the launcher exited before a line matched {pattern!r}: "
+                            f"{self.seen}")
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+
+
 def test_sigint_stops_every_task_and_writes_an_interrupted_summary(fake_launcher):
     process, logdir = fake_launcher("serve")
     pids = wait_for_tasks(process, logdir, 3)  # ps_0, worker_0, worker_1
@@ -680,7 +727,9 @@ def test_a_second_sigint_kills_a_task_that_ignores_sigterm(fake_launcher):
     process, logdir = fake_launcher("stubborn")
     pids = wait_for_tasks(process, logdir, 3)
     process.send_signal(signal.SIGINT)
-    time.sleep(1.0)  # the workers stop; the ps ignores its SIGTERM
+    # The workers stop on their SIGTERM (sent only once the launcher took the first SIGINT);
+    # the ps ignores its own, and the launcher waits for it.
+    wait_until_gone([pid_of_task(logdir, f"worker_{i}") for i in range(2)])
     process.send_signal(signal.SIGINT)  # the user presses Ctrl-C again: no more waiting
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 130
