@@ -1,4 +1,5 @@
-"""agent.learner_loss, the loss a worker learns from, against a slow NumPy ground truth
+"""agent.py: where a worker's graph puts the globals and its own ops, and agent.learner_loss,
+the loss a worker learns from, against a slow NumPy ground truth
 (tests/ground_truth.py: the MLP's forward pass from its weights, GAE per env with the
 terminated/truncated rules, returns, then the A3C loss), and the direction learning takes:
 one gradient step on a hand-made rollout, and a real run of the launcher on a bandit.
@@ -19,7 +20,9 @@ import pytest
 import tensorflow as tf
 
 from a3c_graph import agent
+from a3c_graph.cluster import TaskSpec
 from a3c_graph.config import A3CConfig
+from a3c_graph.envs import EnvBatch, env_info
 from a3c_graph.model import ActorCriticMLP
 from tests import ground_truth
 from tests.bandit_env import PAYING_ARM
@@ -206,6 +209,36 @@ def test_the_update_is_clipped_to_the_global_norm_and_reports_the_norm_before(cl
     for name, gradient in zip(names, gradients):
         np.testing.assert_allclose(gradient, want[name] * scale, rtol=1e-4, atol=1e-9,
                                    err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Placement.
+# ---------------------------------------------------------------------------------------------
+
+def test_globals_live_on_the_ps_and_the_local_copy_on_its_worker():
+    spec = TaskSpec(cluster={"ps": ["127.0.0.1:1", "127.0.0.1:2"],
+                             "worker": ["127.0.0.1:3", "127.0.0.1:4"]}, job="worker", task=1)
+    config = A3CConfig(envs_per_worker=2, rollout_length=4)
+    batch = EnvBatch("CartPole-v1", 2, seed=0)
+    with tf.Graph().as_default() as graph:
+        worker_graph = agent.build_worker_graph(config, spec, env_info("CartPole-v1"), [batch])
+        global_vars = tf.compat.v1.global_variables()
+        local_vars = tf.compat.v1.local_variables()
+        queue_ops = [op for op in graph.get_operations() if op.type == "FIFOQueueV2"]
+    batch.close()
+
+    network = worker_graph.global_network.variables
+    slots = [v for v in global_vars if "Adam" in v.name]
+    assert network and slots
+    for var in global_vars:
+        assert var.device.startswith("/job:ps/task:"), (var.name, var.device)
+    # Round-robin over both ps tasks.
+    assert {v.device.split("/")[2] for v in network} == {"task:0", "task:1"}
+    assert {v.name.split("/", 1)[1] for v in local_vars if v.name.startswith("local/")} == \
+        {v.name.split("/", 1)[1] for v in network}
+    for var in local_vars:
+        assert var.device.startswith("/job:worker/task:1"), (var.name, var.device)
+    assert queue_ops and all(op.device.startswith("/job:worker/task:1") for op in queue_ops)
 
 
 # ---------------------------------------------------------------------------------------------

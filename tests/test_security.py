@@ -7,9 +7,10 @@ started by hand on the host network refuses to start without it. The benchmarks 
 same kind of private network: Ray's servers listen on every interface too and authenticate
 no one.
 
-Elsewhere: a cluster with a non-loopback address and no --allow-remote is refused by the
-launcher (test_launch.py, bad input "remote without allow-remote") and by the worker
-(test_worker_cli.py, test_non_loopback_address_needs_allow_remote).
+Elsewhere: the namespace itself is in test_netns.py; a cluster with a non-loopback address
+and no --allow-remote is refused by the launcher (test_launch.py, bad input "remote without
+allow-remote") and by the worker (test_worker_cli.py,
+test_non_loopback_address_needs_allow_remote).
 
 Every process a test starts is stopped by its own pid (or by the pids of a run's pid files,
 after checking they are still ours).
@@ -35,13 +36,12 @@ import psutil
 import pytest
 from conftest import nsenter_command, stop_process_tree
 
-from a3c_graph import netns
 from a3c_graph.pids import read_pid_files
 from a3c_graph.progress import read_progress, run_totals
+from tests.test_netns import needs_host_network, probe
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "launch_cluster.sh"
-NOBODY = 65534
 FAST = ["--rollout-length", "16", "--envs-per-worker", "4", "--progress-secs", "0.5"]
 HAS_RAY = importlib.util.find_spec("ray") is not None
 
@@ -101,49 +101,6 @@ def run_cleanup():
                 pass
 
 
-needs_host_network = pytest.mark.skipif(
-    netns.is_isolated(), reason="this machine's own network has only loopback")
-
-
-# --------------------------------------------------------------------------- netns
-
-PROBE = textwrap.dedent("""
-    import json, os, socket, sys
-    if sys.argv[1:] == ["threads"]:
-        import numpy  # its BLAS starts threads
-    from a3c_graph import netns
-    try:
-        netns.enter_private_network()
-    except netns.NamespaceError as error:
-        print(json.dumps({"error": type(error).__name__, "message": str(error)}))
-        sys.exit(0)
-    server = socket.create_server(("127.0.0.1", 0))
-    socket.create_connection(server.getsockname(), timeout=5).close()
-    lines = open("/proc/self/net/dev").read().splitlines()[2:]
-    print(json.dumps({"interfaces": sorted(line.split(":")[0].strip() for line in lines),
-                      "isolated": netns.is_isolated(), "uid": os.getuid(), "gid": os.getgid()}))
-""")
-
-
-def probe(prefix: list[str] = (), *args: str) -> dict:
-    result = run([*prefix, sys.executable, "-c", PROBE, *args], timeout=60)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def as_nobody() -> list[str]:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to run a probe as an unprivileged user")
-    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-    # A checkout or virtualenv in a private directory (mktemp -d, /root) is out of nobody's
-    # reach: then there is nothing to learn from running the probe as nobody.
-    reach = run([*prefix, sys.executable, "-c", "import numpy, a3c_graph.netns"], timeout=60)
-    if reach.returncode != 0:
-        last = (reach.stderr.strip().splitlines() or ["no output"])[-1]
-        pytest.skip(f"user {NOBODY} cannot use this checkout's Python ({last})")
-    return prefix
-
-
 def without_cap_sys_admin() -> list[str]:
     """Root without CAP_SYS_ADMIN, as in many containers: no network namespace of its own,
     the user-namespace way like any user (and, unlike nobody, it may exec this Python, which
@@ -151,35 +108,6 @@ def without_cap_sys_admin() -> list[str]:
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to drop CAP_SYS_ADMIN")
     return ["setpriv", "--bounding-set=-sys_admin"]
-
-
-def test_a_private_network_has_only_loopback_and_it_is_up():
-    # In a child process: the test process itself stays on the host network.
-    seen = probe()
-    if "error" in seen:
-        pytest.skip(seen["message"])
-    assert seen == {"interfaces": ["lo"], "isolated": True, "uid": os.getuid(),
-                    "gid": os.getgid()}
-
-
-def test_an_unprivileged_user_gets_one_through_a_user_namespace_keeping_its_uid():
-    seen = probe(as_nobody())
-    if "error" in seen:
-        pytest.skip(seen["message"])
-    assert seen == {"interfaces": ["lo"], "isolated": True, "uid": NOBODY, "gid": NOBODY}
-
-
-def test_an_unprivileged_process_with_threads_is_told_to_enter_before_they_start():
-    seen = probe(as_nobody(), "threads")
-    if seen.get("error") != "NeedsSingleThread" and "limit" in seen.get("message", ""):
-        pytest.skip(seen["message"])
-    assert seen["error"] == "NeedsSingleThread", seen
-    assert "single-threaded" in seen["message"]
-
-
-@needs_host_network
-def test_the_host_network_is_not_isolated():
-    assert not netns.is_isolated()
 
 
 # --------------------------------------------------------------------------- launcher

@@ -9,11 +9,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from a3c_graph.agent import build_worker_graph
-from a3c_graph.cluster import TaskSpec
-from a3c_graph.config import A3CConfig
-from a3c_graph.envs import EnvBatch, env_info
-
 T, B = 16, 4  # small rollouts: a few hundred env steps give many updates
 FAST = ["--rollout-length", str(T), "--envs-per-worker", str(B), "--progress-secs", "0.5",
         "--env", "CartPole-v1"]
@@ -113,32 +108,6 @@ def test_an_acting_only_worker_steps_the_envs_and_learns_nothing(local_cluster, 
     assert any(name.startswith("global/") for name in saved)
     assert not [name for name in saved if "Adam" in name]
     assert json.loads((logdir / "config.json").read_text())["learn"] is False
-
-
-def test_globals_live_on_the_ps_and_the_local_copy_on_its_worker():
-    spec = TaskSpec(cluster={"ps": ["127.0.0.1:1", "127.0.0.1:2"],
-                             "worker": ["127.0.0.1:3", "127.0.0.1:4"]}, job="worker", task=1)
-    config = A3CConfig(envs_per_worker=2, rollout_length=4)
-    batch = EnvBatch("CartPole-v1", 2, seed=0)
-    with tf.Graph().as_default() as graph:
-        worker_graph = build_worker_graph(config, spec, env_info("CartPole-v1"), [batch])
-        global_vars = tf.compat.v1.global_variables()
-        local_vars = tf.compat.v1.local_variables()
-        queue_ops = [op for op in graph.get_operations() if op.type == "FIFOQueueV2"]
-    batch.close()
-
-    network = worker_graph.global_network.variables
-    slots = [v for v in global_vars if "Adam" in v.name]
-    assert network and slots
-    for var in global_vars:
-        assert var.device.startswith("/job:ps/task:"), (var.name, var.device)
-    # Round-robin over both ps tasks.
-    assert {v.device.split("/")[2] for v in network} == {"task:0", "task:1"}
-    assert {v.name.split("/", 1)[1] for v in local_vars if v.name.startswith("local/")} == \
-        {v.name.split("/", 1)[1] for v in network}
-    for var in local_vars:
-        assert var.device.startswith("/job:worker/task:1"), (var.name, var.device)
-    assert queue_ops and all(op.device.startswith("/job:worker/task:1") for op in queue_ops)
 
 
 def test_a_dead_actor_thread_stops_the_worker_with_its_error(local_cluster, tmp_path):

@@ -1,0 +1,73 @@
+"""Playing a trained agent: ``python -m a3c_graph.evaluate``, several models in one process.
+
+Each model's graph is pinned to its own device (--devices); on a CPU-only machine the
+process is given several logical CPU devices, and where the ops ran is read from a traced
+session.run. A checkpoint evaluate cannot play (damaged, of another network, missing) is
+refused in one line: those cases are in test_checkpoints.py, next to the checks they reach.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from a3c_graph.devices import CUDA_ENV, FAKE_GPUS_ENV
+
+
+def write_run(logdir: Path) -> None:
+    """A run dir evaluate.py can read: config.json and a checkpoint of an untrained network."""
+    import tensorflow as tf
+
+    from a3c_graph.config import A3CConfig
+    from a3c_graph.envs import env_info
+    from a3c_graph.model import build_network
+
+    config = A3CConfig(hidden_sizes=(8,))
+    info = env_info(config.env)
+    logdir.mkdir()
+    (logdir / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+    with tf.Graph().as_default():
+        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        saver = tf.compat.v1.train.Saver(var_list=network.variables)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            saver.save(session, str(logdir / "model.ckpt"), global_step=0)
+
+
+def test_evaluate_plays_several_graphs_in_one_process_each_on_its_own_device(tmp_path, capsys):
+    from a3c_graph import evaluate
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_run(first)
+    write_run(second)
+    code = evaluate.main(["--logdir", str(first), "--logdir", str(second), "--copies", "2",
+                          "--devices", "cpu:0,cpu:1,cpu:2", "--episodes", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    result = json.loads(out[-1])
+    models = result["models"]
+    assert [(m["logdir"], m["copy"]) for m in models] == [
+        (str(first), 0), (str(first), 1), (str(second), 0), (str(second), 1)]
+    assert [m["device"] for m in models] == ["/device:CPU:0", "/device:CPU:1", "/device:CPU:2",
+                                             "/device:CPU:0"]
+    for model in models:
+        # Each graph's ops ran on its own device, and only there.
+        assert model["ran_on"] == ["/job:localhost/replica:0/task:0" + model["device"]]
+    assert result["episodes"] == 4
+    played = [line for line in out
+              if re.match(r"^model \d \(/device:CPU:\d\): episode 1/1: return ", line)]
+    assert len(played) == 4, out
+
+
+def test_evaluate_on_a_gpu_that_is_not_there_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    from a3c_graph import evaluate
+
+    monkeypatch.setenv(FAKE_GPUS_ENV, "0")
+    monkeypatch.delenv(CUDA_ENV, raising=False)
+    code = evaluate.main(["--logdir", str(tmp_path), "--devices", "cpu:0,gpu:0"])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert err == ["a3c_graph.evaluate: error: --devices: GPU 0 is not visible: no GPU is "
+                   "visible here (A3C_GRAPH_FAKE_GPUS=0)"]
