@@ -78,6 +78,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from a3c_graph.cli import (
+    EXIT_CRASH,
+    EXIT_USAGE,
+    SIGNAL_EXIT,
+    OneLineParser,
+    UsageError,
+    fail,
+)
 from benchmarks import runtime
 from benchmarks.netlab import Lab, NetworkError
 from benchmarks.ps_pusher import NET_ENVS, read_counter
@@ -88,10 +96,6 @@ PORT = 2300  # every task's port (relay: PORT + host index, all on the switch's 
 START_TIMEOUT_SECS = 300.0  # up to every pusher's "ready", TF's start-up on a busy machine
 HEADROOM = 0.5  # the share of a ps core, and of a link, the rule of thumb plans to use
 DELAYS = ("auto", "netem", "relay")
-
-
-class UsageError(Exception):
-    """Bad input or a machine this cannot run on: one line, exit status 2."""
 
 
 class BenchmarkError(Exception):
@@ -126,8 +130,8 @@ def _numbers(kind: Callable[[str], Any], flag: str, text: str, low: float,
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = runtime._OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                    allow_abbrev=False)
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0],
+                           allow_abbrev=False)
     parser.add_argument("--nets", default="cartpole,pong",
                         help=f"Networks, comma-separated: {', '.join(NET_ENVS)} "
                              "(default: both).")
@@ -151,7 +155,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default=None,
                         help="Results directory (default: "
                              "benchmarks/results/ps-capacity-<YYYYmmdd-HHMMSS>).")
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+        _check_args(parser, args)
+    except UsageError as error:  # bad input: one line, exit status 2
+        sys.exit(fail(PROG, error))
+    return args
+
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     try:
         nets = [n.strip() for n in args.nets.split(",") if n.strip()]
         unknown = [n for n in nets if n not in NET_ENVS]
@@ -169,8 +181,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             if not (math.isfinite(value) and value > 0):
                 raise UsageError(f"{flag} takes a positive number of seconds, got {value}")
     except UsageError as error:
-        parser.error(str(error))
-    return args
+        parser.error(str(error))  # with the parser's "(see ... --help)"
 
 
 def link_conditions(rtts: Sequence[float], gbits: Sequence[float], grid: str) -> list[Link]:
@@ -687,8 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(argv)
         check_machine()
     except UsageError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
-        return runtime.EXIT_USAGE
+        return fail(PROG, error)
     runtime.enter_private_network(PROG, allow_remote=False)
     from benchmarks.run import machine_info
 
@@ -728,19 +738,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 harness.stop_cell(cell)
     except Interrupted as stop:
         error = f"interrupted by {stop}"
-        code = runtime.SIGNAL_EXIT[stop.signum]
+        code = SIGNAL_EXIT[stop.signum]
     except UsageError as failure:
-        error, code = str(failure), runtime.EXIT_USAGE
+        error, code = str(failure), EXIT_USAGE
     except (BenchmarkError, NetworkError) as failure:
-        error, code = str(failure), runtime.EXIT_CRASH
+        error, code = str(failure), EXIT_CRASH
     except OSError as failure:  # e.g. a pipe to a task that died
-        error, code = f"{type(failure).__name__}: {failure}", runtime.EXIT_CRASH
+        error, code = f"{type(failure).__name__}: {failure}", EXIT_CRASH
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):  # cleanup runs to its end
             signal.signal(signum, signal.SIG_IGN)
         cleanup = harness.close()
     if cleanup["processes"] or cleanup["network_errors"]:
-        code = code or runtime.EXIT_CRASH
+        code = code or EXIT_CRASH
         print(f"{PROG}: error: could not clean up: {cleanup}", file=sys.stderr)
     markdown = write_results(out, settings, machine, rows, cleanup, error)
     if rows:

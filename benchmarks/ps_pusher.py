@@ -61,7 +61,7 @@ def build_update(tf, config, info, spec):
     initializers to run once, the global network). Placement and crossings as in
     agent.build_worker_graph."""
     from a3c_graph import transfer
-    from a3c_graph.agent import learning_rate_scale
+    from a3c_graph.agent import apply_to_globals
     from a3c_graph.model import build_network
     from a3c_graph.stats import EpisodeStats
 
@@ -94,12 +94,8 @@ def build_update(tf, config, info, spec):
         arrived[device] = transfer.moved(outgoing, source=worker_device, destination=device)
     is_finite, episode_returns = arrived[stats.device][-2:]
     with tf1.device(stats.device):
-        learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
-        if config.anneal_learning_rate:
-            learning_rate *= learning_rate_scale(stats.env_steps, config.max_steps)
-        optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
-        apply_op = optimizer.apply_gradients(
-            zip(transfer.in_variable_order(groups, arrived), variables), global_step=global_step)
+        apply_op = apply_to_globals(transfer.in_variable_order(groups, arrived), variables,
+                                    global_step, is_finite, stats.env_steps, config)
         with tf.control_dependencies([apply_op]):
             record_op = stats.record(spec.task, episode_returns,
                                      config.rollout_length * config.envs_per_worker)
@@ -168,7 +164,7 @@ def main(argv=None) -> int:
     from a3c_graph.cluster import TaskSpec, cluster_from_file, session_config, start_server
     from a3c_graph.config import resolve_config
     from a3c_graph.envs import env_info, env_options
-    from a3c_graph.worker import wait_for_ps
+    from a3c_graph.sessions import wait_for_ps
 
     tf1 = tf.compat.v1
     tf1.disable_eager_execution()
