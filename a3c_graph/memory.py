@@ -34,8 +34,9 @@ if TYPE_CHECKING:  # envs imports gymnasium, which `status` and `stop` do withou
 
 MB = 10**6
 # Resident memory of a TF task before its network and envs count, measured on this project's
-# runs: a ps 588-607 MB, a CartPole worker 616-637 MB, a Pong worker 760-777 MB (docs/operations.md's soak
-# run, and `ps -o rss` of a Pong run). The smallest of them, so the estimate stays a lower bound.
+# runs: a ps 588-607 MB, a CartPole worker 616-637 MB, a Pong worker 760-777 MB (the soak run
+# of docs/operations.md, and `ps -o rss` of a Pong run). The smallest of them, so the estimate
+# stays a lower bound.
 TASK_BASE_BYTES = 580 * MB
 # One env as an EnvBatch holds it, measured as the growth of a process's RSS over 16 ALE Pong
 # envs (Atari preprocessing, 4-frame stack), 200 MinAtar Breakout and 2,000 CartPole envs.
