@@ -1,8 +1,10 @@
 """The A3C graph of one worker task: where the model, the losses and the rollouts meet.
 
 Placement (universe-starter-agent's layout):
-  * on the ps, through replica_device_setter: the global network, the shared Adam
-    optimizer's slots, global_step and the cluster-wide episode statistics;
+  * on the ps: the global network spread over the ps tasks by replica_device_setter, the
+    slots of Adam beside each variable (one optimizer per ps task, so no update crosses
+    between ps tasks), and global_step with the cluster-wide episode statistics on the
+    first ps task;
   * on this worker: a local copy of the network, the rollout queue, the actor threads'
     in-graph rollouts and the learner's forward and backward pass.
 
@@ -50,7 +52,7 @@ class WorkerGraph:
 
 def learning_rate_scale(env_steps, max_steps: int):
     """1 - env_steps / max_steps, floored at 0: A3CConfig.learning_rate_at in the graph.
-    env_steps: the cluster's env step counter (int64 scalar) -> float32 scalar."""
+    env_steps: an int64 scalar variable of the cluster's env steps -> float32 scalar."""
     done = tf.cast(env_steps.read_value(), tf.float64) / float(max_steps)
     return tf.cast(tf.maximum(1.0 - done, 0.0), tf.float32)
 
@@ -131,16 +133,114 @@ def acting_only_update() -> LearnerUpdate:
                          tf.constant(True), [])
 
 
-def apply_to_globals(gradients, variables, global_step, is_finite, env_steps,
-                     config: A3CConfig):
-    """The shared Adam's update of the globals by `gradients` (one per variable), on the ps;
-    its learning rate is zero for an update that is not finite, and annealed by the
-    cluster's env steps."""
+def learning_rate_now(config: A3CConfig, is_finite, env_steps_seen):
+    """The learning rate of this update, on the worker: zero for an update that is not
+    finite, annealed by the cluster's env steps as this worker last read them (one update
+    old: nothing a linear anneal over millions of steps can tell apart)."""
     learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
     if config.anneal_learning_rate:
-        learning_rate *= learning_rate_scale(env_steps, config.max_steps)
-    optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon)
+        learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)
+    return learning_rate
+
+
+def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,
+                     global_step=None, name: str = "Adam"):
+    """Adam's update of `variables` by `gradients` (one per variable) at `learning_rate`,
+    where the variables live. Each ps task gets an optimizer of its own (see
+    exchange_with_ps), so its beta powers sit beside its variables."""
+    optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon, name=name)
     return optimizer.apply_gradients(zip(gradients, variables), global_step=global_step)
+
+
+@dataclass
+class Globals:
+    """What lives on the ps tasks: the global network, the global step and the episode
+    statistics."""
+
+    network: object
+    global_step: tf.Variable
+    stats: EpisodeStats
+
+
+def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
+                  worker_device: str) -> Globals:
+    """The global network spread over the ps tasks by replica_device_setter (round-robin),
+    and the global step and the episode statistics together on the first ps task."""
+    cluster = tf1.train.ClusterSpec(dict(spec.cluster))
+    ps_setter = tf1.train.replica_device_setter(
+        ps_tasks=spec.num_ps, ps_device="/job:ps/device:CPU:0", worker_device=worker_device,
+        cluster=cluster)
+    with tf1.device(ps_setter):
+        global_step = tf1.train.get_or_create_global_step()
+        network = build_network(info.obs_shape, info.num_actions, config, "global")
+    # Not through the setter, which would spread the statistics' variables over the ps
+    # tasks too: record() and counters() would then cross between ps tasks on every update.
+    with tf1.device(global_step.device):
+        stats = EpisodeStats(spec.num_workers)
+    return Globals(network, global_step, stats)
+
+
+def exchange_with_ps(globals_: Globals, local_network, gradients, learning_rate,
+                     finished_returns, rollout_steps: int, task: int, worker_device: str,
+                     config: A3CConfig):
+    """The learner's round trip: one message from this worker to each ps task and one back
+    (transfer.moved), and nothing between ps tasks.
+
+    To each ps task go the gradients of its variables and the learning rate; to the ps of
+    the statistics also the rollout's finished episodes. Each ps task applies its own
+    variables' update with an Adam of its own: one shared optimizer would keep its beta
+    powers beside the first variable and the learning rate on one task, and every other
+    ps task would read them across the network on every update (benchmarks.ps_capacity
+    counted 22 such RPCs per update for the CartPole MLP on 2 ps tasks). Back come each
+    task's updated variables, which refresh the local copy, and from the statistics' ps
+    the counters. `gradients` empty (acting only): the rollout is counted, nothing applied.
+
+    Returns the counters (float64 [5], EpisodeStats.counters) on the worker, once the
+    local copy is refreshed.
+    """
+    variables = globals_.network.variables
+    stats, global_step = globals_.stats, globals_.global_step
+    groups = transfer.devices_of(variables) if gradients else {}
+    groups.setdefault(stats.device, [])
+    # The statistics' ps first: with one ps task the optimizer's names are those of a
+    # single shared optimizer, so checkpoints of either read the same.
+    order = [stats.device] + [device for device in groups if device != stats.device]
+    arrived, applied = {}, {}
+    for device in order:
+        indices = groups[device]
+        outgoing = [gradients[i] for i in indices] + [learning_rate]
+        if device == stats.device:
+            outgoing.append(finished_returns)
+        arrived[device] = transfer.moved(outgoing, source=worker_device, destination=device)
+        with tf1.device(device):
+            own_step = global_step if device == stats.device else None
+            if gradients:
+                task_name = tf1.DeviceSpec.from_string(device).task
+                applied[device] = apply_to_globals(
+                    arrived[device][:len(indices)], [variables[i] for i in indices],
+                    arrived[device][len(indices)], config, global_step=own_step,
+                    name="Adam" if device == stats.device else f"Adam_ps{task_name}")
+            else:  # acting only: the rollout is counted, nothing is applied
+                applied[device] = global_step.assign_add(1)
+    with tf1.device(stats.device), tf.control_dependencies([applied[stats.device]]):
+        record_op = stats.record(task, arrived[stats.device][-1], rollout_steps)
+
+    returned = {}
+    for device in order:
+        with tf1.device(device), tf.control_dependencies(
+                [record_op if device == stats.device else applied[device]]):
+            outgoing = [variables[i].read_value() for i in groups[device]]
+            if device == stats.device:
+                outgoing.append(stats.counters(global_step))
+        returned[device] = transfer.moved(outgoing, source=device, destination=worker_device)
+
+    with tf1.device(worker_device):
+        # Acting only, no variable comes back: the local copy stays as the local init op
+        # synced it.
+        refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
+                                  "refresh_local")
+        with tf.control_dependencies([refresh_local]):
+            return tf.identity(returned[stats.device][-1], name="counters")
 
 
 def sync_local_from_global(local_network, global_network):
@@ -161,15 +261,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
       Default: the task's CPU. The globals always go to a ps task's CPU.
     """
     worker_device = worker_device or f"/job:worker/task:{spec.task}/cpu:0"
-    cluster = tf1.train.ClusterSpec(dict(spec.cluster))
-    ps_setter = tf1.train.replica_device_setter(
-        ps_tasks=spec.num_ps, ps_device="/job:ps/device:CPU:0", worker_device=worker_device,
-        cluster=cluster)
-
-    with tf1.device(ps_setter):
-        global_step = tf1.train.get_or_create_global_step()
-        global_network = build_network(info.obs_shape, info.num_actions, config, "global")
-        stats = EpisodeStats(spec.num_workers)
+    globals_ = build_globals(config, spec, info, worker_device)
 
     with tf1.device(worker_device):
         local_network = build_network(info.obs_shape, info.num_actions, config, "local",
@@ -198,49 +290,20 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         finished_returns = tf.boolean_mask(rollout["episode_returns"], done)
         finished_lengths = tf.boolean_mask(rollout["episode_lengths"], done)
 
-    # One message from this worker to each ps task and one back (transfer.moved): to each,
-    # the gradients of its variables; to the ps of the statistics also whether to apply them
-    # and the finished episodes. Back come the updated variables, to refresh the local copy
-    # with, and from the statistics' ps the counters.
-    variables = global_network.variables
-    groups = transfer.devices_of(variables) if update.gradients else {}
-    groups.setdefault(stats.device, [])
-    arrived = {}
-    for device, indices in groups.items():
-        outgoing = [update.gradients[i] for i in indices]
-        if device == stats.device:
-            outgoing += [update.is_finite, finished_returns]
-        arrived[device] = transfer.moved(outgoing, source=worker_device, destination=device)
+        # The cluster's env steps as this worker last read them, for the learning rate's
+        # anneal: read from the ps by the local init op, then with every update's counters.
+        env_steps_seen = tf1.get_variable(
+            "env_steps_seen", [], tf.int64, initializer=tf1.zeros_initializer(),
+            trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen)
 
-    is_finite, episode_returns = arrived[stats.device][-2:]
-    with tf1.device(stats.device):
-        # The optimizer's hyperparameters and the global step's increment live here too, so
-        # a single ps task needs nothing else from the worker.
-        if update.gradients:
-            apply_op = apply_to_globals(transfer.in_variable_order(groups, arrived), variables,
-                                        global_step, is_finite, stats.env_steps, config)
-        else:  # acting only: the rollout is counted, nothing is applied
-            apply_op = global_step.assign_add(1)
-        with tf.control_dependencies([apply_op]):
-            record_op = stats.record(spec.task, episode_returns,
-                                     rollout["rewards"].shape.num_elements())
-
-    returned = {}
-    for device, indices in groups.items():
-        with tf1.device(device), tf.control_dependencies(
-                [record_op if device == stats.device else apply_op]):
-            outgoing = [variables[i].read_value() for i in indices]
-            if device == stats.device:
-                outgoing.append(stats.counters(global_step))
-        returned[device] = transfer.moved(outgoing, source=device, destination=worker_device)
+    counters = exchange_with_ps(globals_, local_network, update.gradients, learning_rate,
+                                finished_returns, rollout["rewards"].shape.num_elements(),
+                                spec.task, worker_device, config)
 
     with tf1.device(worker_device):
-        # Acting only, no variable comes back: the local copy stays as the local init op
-        # synced it.
-        refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
-                                  "refresh_local")
-        with tf.control_dependencies([refresh_local]):
-            counters = tf.identity(returned[stats.device][-1])
+        with tf.control_dependencies([env_steps_seen.assign(tf.cast(counters[1], tf.int64))]):
+            counters = tf.identity(counters)
         train_fetches = {
             "global_step": tf.cast(counters[0], tf.int64),
             "env_steps": tf.cast(counters[1], tf.int64),
@@ -252,7 +315,10 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         # every variable and writes one checkpoint, so no ps needs the chief's filesystem.
         saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
         with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
-            local_init_op = sync_local_from_global(local_network, global_network)
+            local_init_op = tf.group(
+                sync_local_from_global(local_network, globals_.network),
+                env_steps_seen.assign(globals_.stats.env_steps.read_value()),
+                name="local_init")
     train_fetches.update({
         "loss": update.loss,
         "grad_norm": update.grad_norm,
@@ -263,5 +329,5 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         "update_skipped": tf.logical_not(update.is_finite),
         **update.parts,
     })
-    return WorkerGraph(train_fetches=train_fetches, global_network=global_network, saver=saver,
+    return WorkerGraph(train_fetches=train_fetches, global_network=globals_.network, saver=saver,
                        local_init_op=local_init_op)

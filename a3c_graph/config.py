@@ -64,7 +64,7 @@ class A3CConfig:
     # Learning.
     gamma: float = _f(0.99, "Discount factor.")
     gae_lambda: float = _f(0.95, "GAE(lambda); 1.0 gives plain n-step bootstrapped returns.")
-    learning_rate: float = _f(4e-3, "Adam learning rate of the shared optimizer on the ps.")
+    learning_rate: float = _f(4e-3, "Adam learning rate of the optimizers on the ps.")
     anneal_learning_rate: bool = _f(
         True, "Anneal the learning rate linearly from --learning-rate to 0 over --max-steps "
         "env steps of the cluster (Mnih et al. 2016): a policy that has learned the task "
@@ -115,7 +115,7 @@ class A3CConfig:
 
     def learning_rate_at(self, env_steps: int) -> float:
         """The learning rate of an update made after `env_steps` env steps of the cluster
-        (the graph computes the same on the ps: agent.learning_rate_scale)."""
+        (the graph computes the same on each worker: agent.learning_rate_now)."""
         if not self.anneal_learning_rate:
             return self.learning_rate
         return self.learning_rate * max(0.0, 1.0 - env_steps / self.max_steps)

@@ -3,15 +3,14 @@ update, as fast as the ps lets it.
 
     python -m benchmarks.ps_pusher --cluster FILE --task I --net cartpole|pong
 
-The update is a3c_graph.agent's, crossing for crossing: the gradients of every global
-variable, packed into one message per ps task by a3c_graph.transfer (with, to the ps of the
-episode statistics, whether to apply them and the rollout's finished episodes), Adam on the
-ps with the preset's settings, EpisodeStats.record, then the updated variables and the
+The update is a3c_graph.agent's own (agent.exchange_with_ps): the gradients of every global
+variable and the learning rate, packed into one message per ps task by a3c_graph.transfer
+(with, to the ps of the episode statistics, the rollout's finished episodes), each ps task's
+Adam with the preset's settings, EpisodeStats.record, then the updated variables and the
 counters packed back and assigned to the worker's local copy. What is left out is the
 worker's own compute: no env, no rollout, no forward or backward pass; the gradients are
 random values made once, kept in local variables of the worker, so no step feeds anything.
 The network is the one a run of the env builds (model.build_network with the env's preset).
-When agent.py exposes its update step as a function of the gradients, this should call it.
 
 Protocol with the harness: after --warmup updates, one JSON line on stdout, {"ready": task,
 "parameters", "tensor_bytes", "rpcs"}, where rpcs counts what crosses tasks in one update,
@@ -58,62 +57,29 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def build_update(tf, config, info, spec):
     """The learner's update of worker `spec.task` on random gradients: (the update op, the
-    initializers to run once, the global network). Placement and crossings as in
-    agent.build_worker_graph."""
-    from a3c_graph import transfer
-    from a3c_graph.agent import apply_to_globals
+    initializers to run once, the global network). The globals and the round trip are
+    agent.build_worker_graph's own (agent.build_globals, agent.exchange_with_ps)."""
+    from a3c_graph.agent import build_globals, exchange_with_ps
     from a3c_graph.model import build_network
-    from a3c_graph.stats import EpisodeStats
 
     tf1 = tf.compat.v1
     worker_device = f"/job:worker/task:{spec.task}/cpu:0"
-    ps_setter = tf1.train.replica_device_setter(
-        ps_tasks=spec.num_ps, ps_device="/job:ps/device:CPU:0", worker_device=worker_device,
-        cluster=tf1.train.ClusterSpec(dict(spec.cluster)))
-    with tf1.device(ps_setter):
-        global_step = tf1.train.get_or_create_global_step()
-        global_network = build_network(info.obs_shape, info.num_actions, config, "global")
-        stats = EpisodeStats(spec.num_workers)
-    variables = global_network.variables
+    globals_ = build_globals(config, spec, info, worker_device)
     with tf1.device(worker_device):
         local_network = build_network(info.obs_shape, info.num_actions, config, "local",
                                       local=True)
         gradients = [tf1.Variable(tf1.random_normal(v.shape, stddev=GRADIENT_STDDEV),
                                   trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES],
-                                  name="gradient") for v in variables]
-        update_is_finite = tf.constant(True)
+                                  name="gradient").read_value()
+                     for v in globals_.network.variables]
         finished_returns = tf.zeros([0], tf.float32)  # no episode ends in these "rollouts"
-
-    groups = transfer.devices_of(variables)
-    groups.setdefault(stats.device, [])
-    arrived = {}
-    for device, indices in groups.items():
-        outgoing = [gradients[i].read_value() for i in indices]
-        if device == stats.device:
-            outgoing += [update_is_finite, finished_returns]
-        arrived[device] = transfer.moved(outgoing, source=worker_device, destination=device)
-    is_finite, episode_returns = arrived[stats.device][-2:]
-    with tf1.device(stats.device):
-        apply_op = apply_to_globals(transfer.in_variable_order(groups, arrived), variables,
-                                    global_step, is_finite, stats.env_steps, config)
-        with tf.control_dependencies([apply_op]):
-            record_op = stats.record(spec.task, episode_returns,
-                                     config.rollout_length * config.envs_per_worker)
-    returned = {}
-    for device, indices in groups.items():
-        with tf1.device(device), tf.control_dependencies(
-                [record_op if device == stats.device else apply_op]):
-            outgoing = [variables[i].read_value() for i in indices]
-            if device == stats.device:
-                outgoing.append(stats.counters(global_step))
-        returned[device] = transfer.moved(outgoing, source=device, destination=worker_device)
-    with tf1.device(worker_device):
-        refresh = [v.assign(value) for v, value in
-                   zip(local_network.variables, transfer.in_variable_order(groups, returned))]
-        with tf.control_dependencies(refresh):
-            update = tf.identity(returned[stats.device][-1], name="update")
+    update = exchange_with_ps(globals_, local_network, gradients,
+                              tf.constant(config.learning_rate), finished_returns,
+                              config.rollout_length * config.envs_per_worker, spec.task,
+                              worker_device, config)
+    update = tf.identity(update, name="update")
     initializers = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
-    return update, initializers, global_network
+    return update, initializers, globals_.network
 
 
 def _task(device: str) -> str:

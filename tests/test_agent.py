@@ -241,6 +241,54 @@ def test_globals_live_on_the_ps_and_the_local_copy_on_its_worker():
     assert queue_ops and all(op.device.startswith("/job:worker/task:1") for op in queue_ops)
 
 
+def _ps_task(device: str) -> str | None:
+    spec = tf.compat.v1.DeviceSpec.from_string(device)
+    return f"ps:{spec.task}" if spec.job == "ps" else None
+
+
+@pytest.mark.parametrize("policy", ["mlp", "cnn", "lstm"])
+def test_an_update_sends_nothing_from_one_ps_task_to_another(policy):
+    # Every edge between two ps tasks is a RecvTensor RPC per update on top of the worker's
+    # one message each way (a shared optimizer's beta powers and learning rate, statistics
+    # spread by the device setter made 22 of them for the MLP on 2 ps tasks).
+    spec = TaskSpec(cluster={"ps": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"],
+                             "worker": ["127.0.0.1:4"]}, job="worker", task=0)
+    env = "MinAtar/Breakout-v1" if policy != "mlp" else "CartPole-v1"
+    config = A3CConfig(env=env, envs_per_worker=2, rollout_length=4, policy=policy)
+    batch = EnvBatch(env, 2, seed=0)
+    with tf.Graph().as_default() as graph:
+        agent.build_worker_graph(config, spec, env_info(env), [batch])
+        ops = graph.get_operations()
+    batch.close()
+
+    crossings = []
+    for op in ops:
+        here = _ps_task(op.device)
+        if here is None:
+            continue
+        for source in [t.op for t in op.inputs] + list(op.control_inputs):
+            there = _ps_task(source.device)
+            if there is not None and there != here:
+                crossings.append(f"{source.name} ({there}) -> {op.name} ({here})")
+    assert {_ps_task(op.device) for op in ops} >= {"ps:0", "ps:1", "ps:2"}
+    assert not crossings, "\n".join(crossings[:10])
+
+
+def test_one_ps_task_keeps_the_optimizer_names_checkpoints_were_written_with():
+    spec = TaskSpec(cluster={"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]},
+                    job="worker", task=0)
+    config = A3CConfig(envs_per_worker=2, rollout_length=4)
+    batch = EnvBatch("CartPole-v1", 2, seed=0)
+    with tf.Graph().as_default():
+        worker_graph = agent.build_worker_graph(config, spec, env_info("CartPole-v1"), [batch])
+        names = {v.op.name for v in tf.compat.v1.global_variables()}
+    batch.close()
+
+    assert {"beta1_power", "beta2_power", "global_step"} <= names
+    for variable in worker_graph.global_network.variables:
+        assert {f"{variable.op.name}/Adam", f"{variable.op.name}/Adam_1"} <= names
+
+
 # ---------------------------------------------------------------------------------------------
 # The direction of learning.
 # ---------------------------------------------------------------------------------------------
