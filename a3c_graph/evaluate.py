@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--record", action="store_true",
                         help="Write a video of the first episode to <logdir>/videos/ "
                              "(Gymnasium's RecordVideo; needs the atari extra).")
+    parser.add_argument("--gif", type=float, default=None, metavar="SECONDS",
+                        help="Also write the first SECONDS of that video as an animated GIF "
+                             "beside it, for a README or an issue (implies --record).")
     return parser
 
 
@@ -123,13 +126,15 @@ def _recording_env(config, video_dir: str, name_prefix: str):
 
 def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool,
              device: str | None = None, session_config=None, label: str = "",
-             placement: dict | None = None, video_dir: str | None = None) -> list[float]:
+             placement: dict | None = None, video_dir: str | None = None,
+             gif_seconds: float | None = None) -> list[float]:
     """Returns of `episodes` episodes played by the checkpoint's global network.
 
     device: the graph's ops are pinned there with graph.device() (None: TF chooses).
     session_config: the process's one shared ConfigProto. label: prefix of printed lines.
     placement: if given, placement["ran_on"] gets the devices the first step ran on.
-    video_dir: if given, the first episode is recorded there as an mp4.
+    video_dir: if given, the first episode is recorded there as an mp4, and with
+      gif_seconds its first seconds as a GIF too.
     """
     import gymnasium as gym
     import numpy as np
@@ -189,7 +194,24 @@ def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool,
             returns.append(total)
             print(f"{label}episode {episode + 1}/{episodes}: return {total:.1f}", flush=True)
     env.close()
+    if video_dir and gif_seconds:
+        mp4 = os.path.join(video_dir, f"{name_prefix}-episode-0.mp4")
+        print(f"{label}wrote {write_gif(mp4, gif_seconds)}", flush=True)
     return returns
+
+
+def write_gif(mp4: str, seconds: float, width: int = 160) -> str:
+    """The first `seconds` of the video `mp4` as an animated GIF beside it, `width` pixels
+    wide (moviepy, which RecordVideo wrote the mp4 with). Returns the GIF's path."""
+    from moviepy import VideoFileClip
+
+    gif = os.path.splitext(mp4)[0] + ".gif"
+    with VideoFileClip(mp4) as clip:
+        part = clip.subclipped(0, min(seconds, clip.duration))
+        if clip.w > width:
+            part = part.resized(width=width)
+        part.write_gif(gif, logger=None)
+    return gif
 
 
 def main(argv=None) -> int:
@@ -199,6 +221,10 @@ def main(argv=None) -> int:
             raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
         if args.copies < 1:
             raise UsageError(f"--copies must be at least 1, got {args.copies}")
+        if args.gif is not None:
+            if not args.gif > 0:
+                raise UsageError(f"--gif must be a number of seconds above 0, got {args.gif}")
+            args.record = True
         if args.checkpoint and len(args.logdir) > 1:
             raise UsageError("--checkpoint names one model: give a single --logdir with it")
         devices = _checked_devices(args)
@@ -268,7 +294,8 @@ def _play_concurrently(models, devices, session_config, args) -> list[dict]:
         returns = evaluate(config, checkpoint, args.episodes, args.seed + 1000 * copy,
                            args.sample, device=device, session_config=session_config,
                            label=label, placement=placement,
-                           video_dir=os.path.join(logdir, "videos") if args.record else None)
+                           video_dir=os.path.join(logdir, "videos") if args.record else None,
+                           gif_seconds=args.gif)
         return {"logdir": logdir, "checkpoint": checkpoint, "copy": copy, "device": device,
                 "ran_on": placement.get("ran_on", []), "episodes": len(returns),
                 "mean_return": sum(returns) / len(returns),

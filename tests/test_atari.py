@@ -170,13 +170,18 @@ def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tm
 
     played = subprocess.run(
         [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "1",
-         "--record"],
+         "--gif", "2"],
         capture_output=True, text=True, timeout=300, cwd=REPO,
         env={**env, "PYTHONPATH": str(REPO)})
     assert played.returncode == 0, played.stderr[-2000:]
     assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 1
     videos = list((logdir / "videos").glob("*.mp4"))
     assert len(videos) == 1 and videos[0].stat().st_size > 1000, videos
+    # --gif: the first 2 s of that video (15 agent steps a second), 160 pixels wide.
+    from PIL import Image
+
+    with Image.open(videos[0].with_suffix(".gif")) as gif:
+        assert gif.width == 160 and 20 <= gif.n_frames <= 31, (gif.size, gif.n_frames)
 
 
 @pytest.mark.slow

@@ -13,6 +13,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from a3c_graph.devices import CUDA_ENV, FAKE_GPUS_ENV
 
 
@@ -71,3 +73,14 @@ def test_evaluate_on_a_gpu_that_is_not_there_is_one_line_exit_2(tmp_path, capsys
     assert code == 2
     assert err == ["a3c_graph.evaluate: error: --devices: GPU 0 is not visible: no GPU is "
                    "visible here (A3C_GRAPH_FAKE_GPUS=0)"]
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "nan"])
+def test_evaluate_gif_of_no_length_is_one_line_exit_2(tmp_path, capsys, seconds):
+    from a3c_graph import evaluate
+
+    code = evaluate.main(["--logdir", str(tmp_path), "--gif", seconds])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert err == [f"a3c_graph.evaluate: error: --gif must be a number of seconds above 0, "
+                   f"got {float(seconds)}"]
