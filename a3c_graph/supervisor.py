@@ -115,6 +115,32 @@ def restart_decision(job: str, code: int, ran_secs: float, crashes_before: int,
                            RESTART_BACKOFF_SECS[min(crashes, len(RESTART_BACKOFF_SECS)) - 1])
 
 
+class RunVerdict(enum.Enum):
+    OK = "ok"  # every worker stopped by itself (solved, budget, signal): exit 0
+    NEVER_TRAINED = "never trained"  # no worker ever made an update
+    STUCK = "stuck"  # trained, then a worker had to be stopped at the deadline
+    CRASHED = "crashed"  # trained, but some worker's last process crashed
+
+
+def run_verdict(worker_exits: Sequence[int | None], trained: bool,
+                at_deadline: bool) -> RunVerdict:
+    """How a run ended whose workers all stopped (`at_deadline` false) or that reached the
+    backstop deadline, from each worker's last exit status (None: still running) and
+    whether any worker ever trained. Only OK exits 0. No workers (a launcher of only ps
+    tasks, which serves until the deadline) is OK."""
+    if not worker_exits:
+        return RunVerdict.OK
+    if not trained:
+        return RunVerdict.NEVER_TRAINED
+    if at_deadline and any(code is None for code in worker_exits):
+        return RunVerdict.STUCK
+    # A crashed worker still stopped is one whose budget was spent when it crashed, so it
+    # was not started again.
+    if any(code not in (0, None) for code in worker_exits):
+        return RunVerdict.CRASHED
+    return RunVerdict.OK
+
+
 # --------------------------------------------------------------------------- running tasks
 
 @dataclass
@@ -317,7 +343,10 @@ class Supervisor:
 
         A run whose workers never trained has failed, however it got here: each crashed, or
         hung, before its first update (a crashed worker whose budget is spent is not started
-        again). Exit 1, with the last task failure, or where a worker is stuck, relayed.
+        again). Exit 1, with the last task failure, or where a worker is stuck, relayed. So
+        has a run that trained and then had to be stopped at the deadline, or whose last
+        process of some worker crashed: only a run whose workers all stopped by themselves
+        (solved, budget, signal) exits 0.
         """
         waited = (f" within --max-seconds {self.plan.config.max_seconds:g} + "
                   f"{DEADLINE_GRACE_SECS:.0f} s" if at_deadline else "")
@@ -328,7 +357,8 @@ class Supervisor:
         reports = [*read_progress(self.plan.logdir).values(), *read_history(self.plan.logdir)]
         trained = self.first_training is not None or any(
             report.get("training_started") for report in reports)
-        if workers and not trained:
+        verdict = run_verdict([t.returncode for t in workers], trained, at_deadline)
+        if verdict is RunVerdict.NEVER_TRAINED:
             first = workers[0]
             last_words = ([line.strip() for line in newest_output(first.log_path)
                            if line.strip()] or ["(nothing)"])[-1]
@@ -336,9 +366,13 @@ class Supervisor:
                                         f"{first.log_path} ends: {last_words}")
             return Outcome(EXIT_CRASH, stop_reason or "crash",
                            f"no worker trained{waited}: {why}")
-        if at_deadline:
-            print(f"{PROG}: warning: the workers did not stop{waited}; stopping them",
-                  file=sys.stderr, flush=True)
+        if verdict is RunVerdict.STUCK:
+            stuck = [t.plan.label for t in workers if t.returncode is None]
+            return Outcome(EXIT_CRASH, stop_reason,
+                           f"the workers did not stop{waited} (still running: "
+                           f"{', '.join(stuck)}); they were stopped")
+        if verdict is RunVerdict.CRASHED:
+            return Outcome(EXIT_CRASH, "crash", self.last_failure or "a worker crashed")
         return Outcome(0, stop_reason)
 
     # ---- stop

@@ -1,5 +1,6 @@
 """The supervisor's decisions, without processes: whether and when a task that exited starts
-again, which error of its log is relayed, and the progress line.
+again, whether a run that ended failed, which error of its log is relayed, and the progress
+line.
 
 The supervisor at work (real processes, signals, the summary) is in test_launch.py, with a
 fake worker module, and in test_supervision.py with real clusters.
@@ -13,10 +14,12 @@ from a3c_graph.progress import Totals
 from a3c_graph.supervisor import (
     HEALTHY_SECS,
     RESTART_BACKOFF_SECS,
+    RunVerdict,
     TaskExit,
     newest_output,
     progress_line,
     restart_decision,
+    run_verdict,
     task_error,
 )
 
@@ -81,6 +84,23 @@ def test_with_no_restarts_allowed_the_first_crash_ends_the_run():
 def test_a_crash_after_a_healthy_run_starts_a_new_series():
     decision = decide(1, ran=HEALTHY_SECS, before=5, max_restarts=5)
     assert (decision.crashes_in_a_row, decision.restart_in) == (1, RESTART_BACKOFF_SECS[0])
+
+
+# --------------------------------------------------------------------------- the run's end
+
+@pytest.mark.parametrize("exits, trained, at_deadline, verdict", [
+    ([0, 0], True, False, RunVerdict.OK),  # solved, budget or signal
+    ([], False, True, RunVerdict.OK),  # a launcher of only ps tasks serves to the deadline
+    ([1, 1], False, False, RunVerdict.NEVER_TRAINED),  # every process crashed first
+    ([None, None], False, True, RunVerdict.NEVER_TRAINED),  # hung before the first update
+    ([0, None], True, True, RunVerdict.STUCK),  # trained, then one had to be stopped
+    ([0, 1], True, False, RunVerdict.CRASHED),  # a crash when its budget was spent
+    ([75, 0], True, False, RunVerdict.CRASHED),  # lost the ps, no budget left to restart
+    ([0, -9], True, True, RunVerdict.CRASHED),  # killed, not restarted, at the deadline
+])
+def test_only_a_run_whose_workers_all_stopped_by_themselves_succeeds(exits, trained,
+                                                                     at_deadline, verdict):
+    assert run_verdict(exits, trained, at_deadline) is verdict
 
 
 # --------------------------------------------------------------------------- the error relayed
