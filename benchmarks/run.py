@@ -24,19 +24,30 @@ with only loopback (benchmarks.runtime.enter_private_network), where the launche
 run too: Ray's servers and TF's listen on every interface and authenticate no one.
 --allow-remote runs the harness and every run (given --allow-remote too) on the host network.
 
-Measured per run, from the progress files every variant writes (a3c_graph.worker's format)
-and from the process tree, sampled every SAMPLE_SECS:
-  steps_per_sec       agent (env) steps from the first progress report with env_steps > 0
-                      to the last, over the time between them (start-up excluded)
+Measured per run on one clock for every variant (a3c_graph.progress): start-up ends at
+the run's first applied update, reported at once as `training_started`; each worker's
+--max-seconds count from its own first applied update; the final report is written when a
+worker decides to stop, before any teardown. From the progress history every worker
+appends (progress/worker_<i>.jsonl) once the run is over, and from the process tree,
+sampled every SAMPLE_SECS:
+  startup_s           launch (the harness starts the variant's command) -> the run's first
+                      applied update (the earliest training_started)
+  steps_per_sec       agent (env) steps from the report written at that first update to the
+                      newest report (the final one), over the time between them
   frames_per_sec      steps_per_sec x the env's frame skip (a3c_graph.envs.env_info with
                       the run's env options: 4 emulator frames per agent step for ALE ids,
                       1 elsewhere, so the same as steps_per_sec on CartPole)
-  time_to_solve_s     launch -> the first worker's report that the run is solved (wall
-                      clock, start-up included); None if not solved
+  time_to_solve_s     launch -> the first report that the run is solved (wall clock,
+                      start-up included); None if not solved
   env_steps_to_solve  the global env steps in that report
-  startup_s           launch -> the first progress report with env_steps > 0
-  peak_memory_mb      peak of the summed RSS of the variant's whole process tree (shared
-                      pages, e.g. Ray's object store, count once per process that maps them)
+  stopped_s           launch -> the newest final report: the end of training, teardown
+                      excluded
+  peak_memory_mb      peak of the summed PSS (proportional set size) of the variant's whole
+                      process tree, every PSS_SAMPLE_SECS: a page shared by k processes
+                      counts 1/k in each, so shared libraries, forked pages and Ray's
+                      object store count once
+  peak_rss_mb         the peak summed RSS, every SAMPLE_SECS, which counts a shared page
+                      once per process that maps it (the figure earlier tables reported)
   return_curve        [seconds since launch, env steps, mean return(100)] per report
 
 Writes <out>/results.json (records, per-variant medians, machine info), results.md (the
@@ -51,6 +62,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import platform
 import shlex
@@ -71,13 +83,17 @@ from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
 from a3c_graph.envs import env_info, env_options
 from a3c_graph.plan import resolve_target_return
-from a3c_graph.progress import Totals, read_progress, run_totals
+from a3c_graph.progress import read_history, read_progress, run_totals
 from benchmarks import runtime
 
 PROG = "benchmarks.run"
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("graph", "tf2_mp", "tf2_ray")
 SAMPLE_SECS = 0.5
+# PSS comes from /proc/<pid>/smaps_rollup, a walk of the page tables: about 6 ms per TF
+# process here, 50-70 ms for a Ray run's dozen processes. Sampled this often, it costs the
+# run under measurement about 1 % of a core; RSS (a counter read) every SAMPLE_SECS.
+PSS_SAMPLE_SECS = 5.0
 # A variant stops itself at --max-seconds (counted once it is up); the harness only
 # steps in after this much more, for start-up and a stuck run.
 OVERRUN_SECS = 180.0
@@ -90,8 +106,10 @@ MEDIAN_KEYS = ("steps_per_sec", "frames_per_sec", "time_to_solve_s", "env_steps_
 RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "max_seconds", "command",
                "logdir", "log", "exit_code", "stop_reason", "solved", "steps_per_sec",
                "frame_skip", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
-               "startup_s", "peak_memory_mb", "final_mean_return_100", "final_env_steps",
-               "episodes", "wall_s", "return_curve", "processes", "leftover_processes")
+               "startup_s", "stopped_s", "peak_memory_mb", "peak_rss_mb",
+               "final_mean_return_100", "final_env_steps", "episodes", "launched",
+               "training_started", "wall_s", "return_curve", "processes",
+               "leftover_processes")
 
 
 # --------------------------------------------------------------------------- plan
@@ -151,44 +169,62 @@ def child_env() -> dict[str, str]:
 
 @dataclass
 class Sampler:
-    """Samples one run: its process tree (memory, pids) and its progress files."""
+    """Samples one run's process tree: its memory (RSS, and PSS every PSS_SAMPLE_SECS)
+    and its pids."""
 
     root_pid: int
-    logdir: Path
-    launched: float
+    peak_pss: int = 0
     peak_rss: int = 0
+    last_pss: float = -math.inf  # time.monotonic() of the last PSS sample
     processes: dict[tuple[int, float], psutil.Process] = field(default_factory=dict)
     names: dict[tuple[int, float], str] = field(default_factory=dict)
-    progress: list[Totals] = field(default_factory=list)
 
     def sample(self) -> None:
-        rss = 0
+        with_pss = time.monotonic() - self.last_pss >= PSS_SAMPLE_SECS
+        if with_pss:
+            self.last_pss = time.monotonic()
+        pss = rss = 0
         for proc in runtime.process_tree(self.root_pid):
             try:
-                rss += proc.memory_info().rss
                 key = (proc.pid, proc.create_time())
                 if key not in self.processes:
                     self.processes[key] = proc
                     self.names[key] = _label(proc)  # while it is alive to tell
+                rss += proc.memory_info().rss
+                if with_pss:
+                    pss += proc.memory_full_info().pss
             except psutil.Error:
                 continue  # ended between listing and reading: nothing to count
         self.peak_rss = max(self.peak_rss, rss)
-        self.read_progress()
-
-    def read_progress(self) -> None:
-        totals = run_totals(read_progress(self.logdir))
-        if totals is not None and (not self.progress or totals.time > self.progress[-1].time):
-            self.progress.append(totals)
+        self.peak_pss = max(self.peak_pss, pss)
 
 
-def steps_per_sec(progress: Sequence[Totals]) -> float | None:
-    """Agent (env) steps/s after start-up: from the first report with env_steps > 0 to the
-    last."""
-    counting = [t for t in progress if t.env_steps > 0]
-    if len(counting) < 2 or counting[-1].time <= counting[0].time:
+# --------------------------------------------------------------------------- the one clock
+
+def training_started(history: Sequence[dict]) -> float | None:
+    """The run's first applied update (unix time): the earliest training_started reported."""
+    return min((float(row["training_started"]) for row in history
+                if row.get("training_started")), default=None)
+
+
+def training_reports(history: Sequence[dict]) -> list[dict]:
+    """The reports from the one written at the run's first applied update on, oldest first
+    (history: a3c_graph.progress.read_history's rows)."""
+    started = training_started(history)
+    if started is None:
+        return []
+    return [row for row in history
+            if row.get("training_started") and float(row["time"]) >= started]
+
+
+def steps_per_sec(history: Sequence[dict]) -> float | None:
+    """Agent (env) steps/s of training: from the report at the first applied update to the
+    newest (the final report, once the run has stopped)."""
+    reports = training_reports(history)
+    if len(reports) < 2 or reports[-1]["time"] <= reports[0]["time"]:
         return None
-    first, last = counting[0], counting[-1]
-    return (last.env_steps - first.env_steps) / (last.time - first.time)
+    first, last = reports[0], reports[-1]
+    return (last["env_steps"] - first["env_steps"]) / (last["time"] - first["time"])
 
 
 def frame_skip(config: A3CConfig) -> int:
@@ -196,15 +232,21 @@ def frame_skip(config: A3CConfig) -> int:
     return env_info(config.env, **env_options(config)).frame_skip
 
 
-def startup_seconds(progress: Sequence[Totals], launched: float) -> float | None:
-    first = next((t for t in progress if t.env_steps > 0), None)
-    return None if first is None else first.time - launched
+def startup_seconds(history: Sequence[dict], launched: float) -> float | None:
+    """Launch -> the run's first applied update."""
+    started = training_started(history)
+    return None if started is None else started - launched
 
 
-def solve_report(logdir: Path) -> dict | None:
-    """The earliest final progress report that says the run is solved, if any."""
-    solved = [p for p in read_progress(logdir).values() if p.get("stop_reason") == "solved"]
-    return min(solved, key=lambda p: p.get("time") or 0.0, default=None)
+def stopped_at(history: Sequence[dict]) -> float | None:
+    """When training ended: the newest final report ("done"), written before teardown."""
+    return max((float(row["time"]) for row in history if row.get("state") == "done"),
+               default=None)
+
+
+def solve_report(history: Sequence[dict]) -> dict | None:
+    """The earliest report that says the run is solved, if any."""
+    return next((row for row in history if row.get("stop_reason") == "solved"), None)
 
 
 def _round(value: float | None, digits: int = 1) -> float | None:
@@ -224,7 +266,7 @@ def run_one(spec: RunSpec, config: A3CConfig, out: Path,
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(command, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    sampler = Sampler(popen.pid, logdir, launched)
+    sampler = Sampler(popen.pid)
     stop_reason = None
     interrupted = False
     try:
@@ -237,7 +279,6 @@ def run_one(spec: RunSpec, config: A3CConfig, out: Path,
         if popen.poll() is None:
             _stop_run(popen, sampler)
     ended = time.time()
-    sampler.read_progress()
     leftovers = runtime.end_processes(sampler.processes.values(), LEFTOVER_TIMEOUT_SECS)
     record = build_record(spec, command, logdir, log_path, popen.returncode, launched, ended,
                           sampler, leftovers, stop_reason, frame_skip(config))
@@ -287,10 +328,12 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
                  exit_code: int | None, launched: float, ended: float, sampler: Sampler,
                  leftovers: list[str], stop_reason: str | None,
                  frame_skip: int = 1) -> dict[str, Any]:
-    progress = sampler.progress
-    rate = steps_per_sec(progress)
-    final = progress[-1] if progress else None
-    solved = solve_report(logdir)
+    history = read_history(logdir)
+    rate = steps_per_sec(history)
+    final = run_totals(read_progress(logdir))
+    solved = solve_report(history)
+    started = training_started(history)
+    stopped = stopped_at(history)
     summary = _read_json(logdir / "summary.json")
     record = {
         "name": spec.name, "variant": spec.variant, "phase": spec.phase, "seed": spec.seed,
@@ -305,14 +348,18 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
         "frames_per_sec": _round(None if rate is None else rate * frame_skip),
         "time_to_solve_s": _round(solved["time"] - launched, 2) if solved else None,
         "env_steps_to_solve": int(solved["env_steps"]) if solved else None,
-        "startup_s": _round(startup_seconds(progress, launched), 2),
-        "peak_memory_mb": _round(sampler.peak_rss / 2**20),
+        "startup_s": _round(startup_seconds(history, launched), 2),
+        "stopped_s": _round(None if stopped is None else stopped - launched, 2),
+        "peak_memory_mb": _round(sampler.peak_pss / 2**20),
+        "peak_rss_mb": _round(sampler.peak_rss / 2**20),
         "final_mean_return_100": final.mean_return_100 if final else None,
         "final_env_steps": final.env_steps if final else 0,
         "episodes": final.episodes if final else 0,
+        "launched": round(launched, 3),
+        "training_started": started,
         "wall_s": round(ended - launched, 2),
-        "return_curve": [[round(t.time - launched, 2), t.env_steps, t.mean_return_100]
-                         for t in progress],
+        "return_curve": [[round(row["time"] - launched, 2), row["env_steps"],
+                          row.get("mean_return_100")] for row in training_reports(history)],
         "processes": [{"pid": pid, "create_time": created, "name": sampler.names[pid, created]}
                       for pid, created in sorted(sampler.processes)],
         "leftover_processes": leftovers,
@@ -400,7 +447,7 @@ def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
 
 def markdown_table(summary: dict[str, dict]) -> str:
     lines = ["| variant | runs | solved | agent steps/s | frames/s | time to solve "
-             "| env steps to solve | start-up | peak memory |",
+             "| env steps to solve | start-up | peak memory (PSS) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for variant, s in summary.items():
         lines.append(
@@ -456,10 +503,13 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
             f"{settings['seeds']} seed(s), budget {settings['max_seconds']:g} s", "",
             markdown_table(summary), "",
             "Medians over the seeds; time and env steps to solve over the solved runs only. "
-            "Agent steps/s and frames/s (agent steps/s x the env's frame skip: 4 emulator "
-            "frames per agent step for ALE ids, 1 elsewhere) exclude start-up; time to solve "
-            "includes it. Peak memory sums the RSS "
-            "of each variant's whole process tree.", ""]
+            "One clock for every variant: start-up runs from launch to the run's first "
+            "applied update, each worker's budget counts from its own first applied update, "
+            "and training ends at the final report, before teardown. Agent steps/s and "
+            "frames/s (agent steps/s x the env's frame skip: 4 emulator frames per agent step "
+            "for ALE ids, 1 elsewhere) are of training only; time to solve includes "
+            "start-up. Peak memory is the PSS of each variant's whole process tree (a page "
+            "shared by several processes counts once).", ""]
     if versus:
         text += ["| graph vs | steps/s (x) | time to solve (x) |", "|---|---:|---:|"]
         text += [f"| {variant} | {_fmt(r['steps_per_sec'], '', 2)} "
@@ -609,6 +659,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, A3CConfi
     try:
         config = config_from_args(args)
         resolve_target_return(config)  # an unknown env fails here, not in every run
+        if set(variants) - {"graph"}:
+            runtime.check_tf2_config(config)  # a flag they refuse fails here, not in each run
     except ValueError as error:  # resolve_target_return raises UsageError itself
         raise UsageError(str(error)) from None
     return args, config, variants
