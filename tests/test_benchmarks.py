@@ -667,3 +667,18 @@ def test_harness_smoke_run(tmp_path, variant):
     assert record["leftover_processes"] == []
     assert len(record["processes"]) >= 2
     assert all(_gone(p["pid"], p["create_time"]) for p in record["processes"])
+
+
+@pytest.mark.e2e
+def test_the_ps_strategy_probe_finds_python_steps_run_in_the_coordinator():
+    # What the README says of TF2's ParameterServerStrategy: if a TF release lets a worker
+    # run a numpy_function of its own, this fails and the README's answer is out of date.
+    result = subprocess.run([sys.executable, "-m", "benchmarks.ps_strategy_probe"], cwd=REPO,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = dict(line.strip().split(": ", 1) for line in result.stdout.splitlines()
+                   if line.startswith("  "))
+    assert answers["tf ops"].startswith("runs") and answers["tf ops, again"].startswith("runs")
+    assert answers["numpy_function"].startswith("fails")
+    assert answers["py_function"].startswith("fails")
+    assert answers["the Python function ran in the coordinator's process"].startswith("runs")
