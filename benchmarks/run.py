@@ -40,6 +40,10 @@ sampled every SAMPLE_SECS:
   time_to_solve_s     launch -> the first report that the run is solved (wall clock,
                       start-up included); None if not solved
   env_steps_to_solve  the global env steps in that report
+  time_to_solve_or_budget_s  time_to_solve_s, or for a run that did not solve, its
+                      start-up plus --max-seconds (the budget it was given on the one
+                      clock): medians over every seed count unsolved runs instead of
+                      dropping them
   stopped_s           launch -> the newest final report: the end of training, teardown
                       excluded
   peak_memory_mb      peak of the summed PSS (proportional set size) of the variant's whole
@@ -102,13 +106,16 @@ STOP_TIMEOUT_SECS = 30.0
 # After a run's root exits, how long the rest of its tree gets to exit on its own.
 LEFTOVER_TIMEOUT_SECS = 15.0
 MEDIAN_KEYS = ("steps_per_sec", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
-               "startup_s", "peak_memory_mb", "final_mean_return_100")
+               "time_to_solve_or_budget_s", "startup_s", "peak_memory_mb",
+               "final_mean_return_100")
+# Of the distribution-free interval of a median (median_interval).
+CONFIDENCE = 0.95
 RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "max_seconds", "command",
                "logdir", "log", "exit_code", "stop_reason", "solved", "steps_per_sec",
                "frame_skip", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
-               "startup_s", "stopped_s", "peak_memory_mb", "peak_rss_mb",
-               "final_mean_return_100", "final_env_steps", "episodes", "launched",
-               "training_started", "wall_s", "return_curve", "processes",
+               "time_to_solve_or_budget_s", "startup_s", "stopped_s", "peak_memory_mb",
+               "peak_rss_mb", "final_mean_return_100", "final_env_steps", "episodes",
+               "launched", "training_started", "wall_s", "return_curve", "processes",
                "leftover_processes")
 
 
@@ -334,6 +341,7 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
     solved = solve_report(history)
     started = training_started(history)
     stopped = stopped_at(history)
+    startup = startup_seconds(history, launched)
     summary = _read_json(logdir / "summary.json")
     record = {
         "name": spec.name, "variant": spec.variant, "phase": spec.phase, "seed": spec.seed,
@@ -348,7 +356,9 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
         "frames_per_sec": _round(None if rate is None else rate * frame_skip),
         "time_to_solve_s": _round(solved["time"] - launched, 2) if solved else None,
         "env_steps_to_solve": int(solved["env_steps"]) if solved else None,
-        "startup_s": _round(startup_seconds(history, launched), 2),
+        "time_to_solve_or_budget_s": _round(solved["time"] - launched, 2) if solved else (
+            None if startup is None else _round(startup + spec.max_seconds, 2)),
+        "startup_s": _round(startup, 2),
         "stopped_s": _round(None if stopped is None else stopped - launched, 2),
         "peak_memory_mb": _round(sampler.peak_pss / 2**20),
         "peak_rss_mb": _round(sampler.peak_rss / 2**20),
@@ -397,8 +407,25 @@ def summarize(records: Sequence[dict], variants: Sequence[str]) -> dict[str, dic
     for variant in variants:
         runs = [r for r in records if r["variant"] == variant and r["phase"] == "main"]
         summary[variant] = {"runs": len(runs), "solved": sum(r["solved"] for r in runs),
-                            **{key: _median([r[key] for r in runs]) for key in MEDIAN_KEYS}}
+                            **{key: _median([r[key] for r in runs]) for key in MEDIAN_KEYS},
+                            "time_to_solve_or_budget_interval": median_interval(
+                                [r["time_to_solve_or_budget_s"] for r in runs])}
     return summary
+
+
+def median_interval(values: Sequence[float | None],
+                    confidence: float = CONFIDENCE) -> list[float] | None:
+    """A distribution-free interval of the median of `values` (None ignored): the order
+    statistics x(k) and x(n + 1 - k) with the largest k whose coverage, by the binomial
+    distribution of how many values fall below the median, is at least `confidence`.
+    For 10 values at 95 %: x(2) to x(9) (97.9 %). None when n is too small (n < 6 at 95 %).
+    """
+    x = sorted(v for v in values if v is not None)
+    n, best = len(x), None
+    for k in range(1, n // 2 + 1):
+        if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n >= confidence:
+            best = k
+    return None if best is None else [x[best - 1], x[n - best]]
 
 
 def ceiling_summary(records: Sequence[dict]) -> dict[str, Any] | None:
@@ -426,7 +453,9 @@ def ratios(summary: dict[str, dict]) -> dict[str, dict[str, float | None]]:
         return None if not (a and b) else round(a / b, 2)
 
     return {variant: {"steps_per_sec": ratio(graph["steps_per_sec"], s["steps_per_sec"]),
-                      "time_to_solve": ratio(graph["time_to_solve_s"], s["time_to_solve_s"])}
+                      "time_to_solve": ratio(graph["time_to_solve_s"], s["time_to_solve_s"]),
+                      "time_to_solve_or_budget": ratio(graph["time_to_solve_or_budget_s"],
+                                                       s["time_to_solve_or_budget_s"])}
             for variant, s in summary.items() if variant != "graph"}
 
 
@@ -447,15 +476,35 @@ def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
 
 def markdown_table(summary: dict[str, dict]) -> str:
     lines = ["| variant | runs | solved | agent steps/s | frames/s | time to solve "
-             "| env steps to solve | start-up | peak memory (PSS) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| every seed, unsolved = budget | env steps to solve | start-up "
+             "| peak memory (PSS) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for variant, s in summary.items():
+        interval = s["time_to_solve_or_budget_interval"]
+        every_seed = _fmt(s["time_to_solve_or_budget_s"], " s", 1) + (
+            f" [{interval[0]:.1f}, {interval[1]:.1f}]" if interval else "")
         lines.append(
             f"| {variant} | {s['runs']} | {s['solved']}/{s['runs']} "
             f"| {_fmt(s['steps_per_sec'])} | {_fmt(s['frames_per_sec'])} "
-            f"| {_fmt(s['time_to_solve_s'], ' s', 1)} "
+            f"| {_fmt(s['time_to_solve_s'], ' s', 1)} | {every_seed} "
             f"| {_fmt(s['env_steps_to_solve'])} | {_fmt(s['startup_s'], ' s', 1)} "
             f"| {_fmt(s['peak_memory_mb'], ' MB')} |")
+    return "\n".join(lines)
+
+
+def seeds_markdown(records: Sequence[dict], variants: Sequence[str]) -> str:
+    """Time to solve per seed and variant (main runs); an unsolved run shows ">" its
+    start-up plus budget."""
+    main = [r for r in records if r["phase"] == "main"]
+    lines = ["| seed | " + " | ".join(variants) + " |", "|---:|" + "---:|" * len(variants)]
+    for seed in sorted({r["seed"] for r in main}):
+        cells = []
+        for variant in variants:
+            r = next((r for r in main if r["seed"] == seed and r["variant"] == variant), None)
+            value = None if r is None else r["time_to_solve_or_budget_s"]
+            cells.append(_fmt(value, " s", 1) if r is None or r["solved"] or value is None
+                         else f"> {value:.1f} s")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -502,7 +551,10 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
     text = [f"# A3C three ways: {settings['env']}, {settings['workers']} worker(s), "
             f"{settings['seeds']} seed(s), budget {settings['max_seconds']:g} s", "",
             markdown_table(summary), "",
-            "Medians over the seeds; time and env steps to solve over the solved runs only. "
+            "Medians over the seeds; time and env steps to solve over the solved runs only, "
+            "\"every seed\" over all of them with an unsolved run counted as its start-up "
+            "plus budget, and in brackets a distribution-free 95 % interval of that median "
+            "(from 6 seeds on). "
             "One clock for every variant: start-up runs from launch to the run's first "
             "applied update, each worker's budget counts from its own first applied update, "
             "and training ends at the final report, before teardown. Agent steps/s and "
@@ -510,10 +562,16 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
             "for ALE ids, 1 elsewhere) are of training only; time to solve includes "
             "start-up. Peak memory is the PSS of each variant's whole process tree (a page "
             "shared by several processes counts once).", ""]
+    text += ["Time to solve per seed (launch to the first solved report; > start-up + "
+             "budget where the run did not solve):", "", seeds_markdown(records, variants),
+             ""]
     if versus:
-        text += ["| graph vs | steps/s (x) | time to solve (x) |", "|---|---:|---:|"]
+        text += ["| graph vs | steps/s (x) | time to solve (x) | every seed (x) |",
+                 "|---|---:|---:|---:|"]
         text += [f"| {variant} | {_fmt(r['steps_per_sec'], '', 2)} "
-                 f"| {_fmt(r['time_to_solve'], '', 2)} |" for variant, r in versus.items()]
+                 f"| {_fmt(r['time_to_solve'], '', 2)} "
+                 f"| {_fmt(r['time_to_solve_or_budget'], '', 2)} |"
+                 for variant, r in versus.items()]
         text += [""]
     if ceiling:
         share = ceiling["training_share"]

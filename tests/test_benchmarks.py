@@ -140,6 +140,7 @@ def fake_record(variant: str, phase: str, seed: int, workers: int, rate: float,
                   seed=seed, workers=workers, steps_per_sec=rate, frame_skip=frame_skip,
                   frames_per_sec=rate * frame_skip, solved=solve_time is not None,
                   time_to_solve_s=solve_time, startup_s=5.0, peak_memory_mb=1000.0,
+                  max_seconds=300.0, time_to_solve_or_budget_s=solve_time or 305.0,
                   return_curve=[[6.0, 100, 20.0], [9.0, 5000, 80.0]], processes=[],
                   leftover_processes=[])
     return record
@@ -163,7 +164,10 @@ def test_results_table_medians_and_plots(tmp_path):
     assert medians["graph"]["time_to_solve_s"] == 50.0  # over the solved runs only
     assert medians["tf2_mp"]["time_to_solve_s"] is None
     assert medians["graph"]["frames_per_sec"] == 2000.0  # CartPole: one frame per step
-    assert "| graph | 3 | 2/3 | 2,000 | 2,000 | 50.0 s |" in markdown
+    # Every seed: the unsolved one counts as its start-up plus budget (305 s).
+    assert medians["graph"]["time_to_solve_or_budget_s"] == 60.0
+    assert "| graph | 3 | 2/3 | 2,000 | 2,000 | 50.0 s | 60.0 s |" in markdown
+    assert "| 1 | > 305.0 s | - |" in markdown  # the per-seed table
     assert "| agent steps/s | frames/s |" in markdown
     assert "| graph | 900 | 2,500 |" in markdown  # scaling: 1 and 4 workers
     plots = bench_run.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
@@ -182,14 +186,23 @@ def test_results_give_the_graph_variants_ratios_and_its_share_of_the_acting_ceil
     markdown = bench_run.write_results(tmp_path, settings, bench_run.machine_info(), records,
                                        variants)
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data["graph_versus"] == {"tf2_mp": {"steps_per_sec": 3.0, "time_to_solve": 0.25},
-                                    "tf2_ray": {"steps_per_sec": 2.0, "time_to_solve": None}}
+    assert data["graph_versus"] == {
+        "tf2_mp": {"steps_per_sec": 3.0, "time_to_solve": 0.25, "time_to_solve_or_budget": 0.25},
+        "tf2_ray": {"steps_per_sec": 2.0, "time_to_solve": None,
+                    "time_to_solve_or_budget": round(20.0 / 305.0, 2)}}
     assert data["ceiling"] == {"runs": 2, "steps_per_sec": 5000.0,
                                "training_steps_per_sec": 3000.0, "training_share": 0.6}
     assert data["medians"]["graph"]["runs"] == 1  # ceiling runs are not training runs
-    assert "| tf2_mp | 3.00 | 0.25 |" in markdown
+    assert "| tf2_mp | 3.00 | 0.25 | 0.25 |" in markdown
     assert "5,000 steps/s; training runs reach 3,000 steps/s, 60 % of it" in markdown
     assert bench_run.plot_results(tmp_path, records, variants, 475.0)
+
+
+def test_the_median_of_every_seed_gets_a_distribution_free_interval():
+    # 10 seeds at 95 %: from the 2nd to the 9th smallest (binomial coverage 97.9 %).
+    assert bench_run.median_interval([float(v) for v in range(10, 0, -1)]) == [2.0, 9.0]
+    assert bench_run.median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) is None  # too few seeds
+    assert bench_run.median_interval([1.0, None, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.0, 6.0]
 
 
 def write_history(logdir: Path, history: list[dict]) -> None:
