@@ -13,11 +13,12 @@ Variants (each started as its own subprocess, in its own session):
 
 Runs are interleaved seed by seed (seed 0: graph, tf2_mp, tf2_ray; seed 1: ...), so a
 change in the machine's load hits every variant alike. A run lasts until it is solved or
-its --max-seconds are spent. With --ceiling, each seed also gets a run of the graph variant
-with --learn false (the same processes stepping the envs and running the policy, nothing
-learned) for --ceiling-seconds: the acting ceiling that training throughput is measured
-against. With --scaling, each variant then runs once per worker count with the shorter
---scaling-seconds budget. Every run gets the same A3C flags.
+its --max-seconds are spent. With --ceiling, each seed also gets a run of each variant
+with --learn false (the same processes stepping the envs and running the policy, each
+rollout counted and dropped, nothing learned) for --ceiling-seconds: each variant's acting
+ceiling, which its training throughput is measured against. With --scaling, each variant
+then runs once per worker count with the shorter --scaling-seconds budget. Every run gets
+the same A3C flags.
 
 The harness, and so every run it starts, runs in a private network, a network namespace
 with only loopback (benchmarks.runtime.enter_private_network), where the launcher's tasks
@@ -129,7 +130,7 @@ class RunSpec:
     seed: int
     workers: int
     max_seconds: float
-    phase: str  # "main" (the seeds), "ceiling" (graph, acting only) or "scaling"
+    phase: str  # "main" (the seeds), "ceiling" (acting only) or "scaling"
 
     @property
     def name(self) -> str:
@@ -139,13 +140,14 @@ class RunSpec:
 def plan_runs(variants: Sequence[str], seeds: int, base_seed: int, workers: int,
               max_seconds: float, scaling: Sequence[int], scaling_seconds: float,
               ceiling_seconds: float | None = None) -> list[RunSpec]:
-    """Main runs interleaved seed by seed (with the seed's ceiling run last when
+    """Main runs interleaved seed by seed (with the seed's ceiling runs last when
     ceiling_seconds is given), then one scaling run per worker count."""
     runs = []
     for s in range(seeds):
         runs += [RunSpec(v, base_seed + s, workers, max_seconds, "main") for v in variants]
         if ceiling_seconds is not None:
-            runs.append(RunSpec("graph", base_seed + s, workers, ceiling_seconds, "ceiling"))
+            runs += [RunSpec(v, base_seed + s, workers, ceiling_seconds, "ceiling")
+                     for v in variants]
     runs += [RunSpec(v, base_seed, n, scaling_seconds, "scaling")
              for n in scaling for v in variants]
     return runs
@@ -428,18 +430,19 @@ def median_interval(values: Sequence[float | None],
     return None if best is None else [x[best - 1], x[n - best]]
 
 
-def ceiling_summary(records: Sequence[dict]) -> dict[str, Any] | None:
-    """The graph variant's acting ceiling (median steps/s of the ceiling runs) and the share
-    of it the graph variant's training runs reach; None without ceiling runs."""
-    ceiling_runs = [r for r in records if r["phase"] == "ceiling"]
-    if not ceiling_runs:
-        return None
-    ceiling = _median([r["steps_per_sec"] for r in ceiling_runs])
-    training = _median([r["steps_per_sec"] for r in records
-                        if r["phase"] == "main" and r["variant"] == "graph"])
-    share = None if not (ceiling and training) else round(training / ceiling, 3)
-    return {"runs": len(ceiling_runs), "steps_per_sec": ceiling,
-            "training_steps_per_sec": training, "training_share": share}
+def ceiling_summary(records: Sequence[dict]) -> dict[str, dict[str, Any]] | None:
+    """Per variant with ceiling runs: its acting ceiling (median steps/s of its ceiling
+    runs) and the share of it its training runs reach; None without ceiling runs."""
+    summary = {}
+    for variant in dict.fromkeys(r["variant"] for r in records if r["phase"] == "ceiling"):
+        runs = [r for r in records if r["phase"] == "ceiling" and r["variant"] == variant]
+        ceiling = _median([r["steps_per_sec"] for r in runs])
+        training = _median([r["steps_per_sec"] for r in records
+                            if r["phase"] == "main" and r["variant"] == variant])
+        share = None if not (ceiling and training) else round(training / ceiling, 3)
+        summary[variant] = {"runs": len(runs), "steps_per_sec": ceiling,
+                            "training_steps_per_sec": training, "training_share": share}
+    return summary or None
 
 
 def ratios(summary: dict[str, dict]) -> dict[str, dict[str, float | None]]:
@@ -574,12 +577,17 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
                  for variant, r in versus.items()]
         text += [""]
     if ceiling:
-        share = ceiling["training_share"]
-        text += [f"Acting ceiling (graph, --learn false, {settings['workers']} worker(s), "
-                 f"{ceiling['runs']} run(s) of {settings['ceiling_seconds']:g} s): "
-                 f"{_fmt(ceiling['steps_per_sec'])} steps/s; training runs reach "
-                 f"{_fmt(ceiling['training_steps_per_sec'])} steps/s, "
-                 f"{_fmt(None if share is None else 100 * share, ' %')} of it.", ""]
+        text += [f"Acting ceilings (--learn false, {settings['workers']} worker(s), runs of "
+                 f"{settings['ceiling_seconds']:g} s), and the share of its own ceiling "
+                 "each variant's training reaches:", "",
+                 "| variant | ceiling runs | acting ceiling, steps/s | training, steps/s "
+                 "| share |", "|---|---:|---:|---:|---:|"]
+        for variant, c in ceiling.items():
+            share = c["training_share"]
+            text.append(f"| {variant} | {c['runs']} | {_fmt(c['steps_per_sec'])} "
+                        f"| {_fmt(c['training_steps_per_sec'])} "
+                        f"| {_fmt(None if share is None else 100 * share, ' %')} |")
+        text.append("")
     if scaling:
         text += [f"## steps/s vs workers ({settings['scaling_seconds']:g} s budget or until "
                  "solved)", "", scaling_markdown(scaling), ""]
@@ -628,9 +636,14 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
                  and r["steps_per_sec"] is not None]
         ax.bar(i, statistics.median(rates) if rates else 0.0, color=f"C{i}", alpha=0.6)
         ax.scatter([i] * len(rates), rates, color="black", s=12, zorder=3)
-    if ceiling and ceiling["steps_per_sec"]:
-        ax.axhline(ceiling["steps_per_sec"], color="gray", linestyle="--", linewidth=1,
-                   label="graph acting ceiling (--learn false)")
+    label = "acting ceiling (--learn false)"
+    for i, variant in enumerate(variants):
+        level = ((ceiling or {}).get(variant) or {}).get("steps_per_sec")
+        if level:
+            ax.hlines(level, i - 0.4, i + 0.4, color="gray", linestyle="--", linewidth=1,
+                      label=label)
+            label = None  # one legend entry for them all
+    if ceiling:
         ax.legend(loc="lower right", fontsize="small")
     ax.set_xticks(range(len(variants)), variants)
     ax.set_ylabel("env steps/s after start-up (bar: median, dots: seeds)")
@@ -687,7 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--scaling-seconds", type=float, default=60.0,
                        help="Budget of each scaling run (default: 60).")
     group.add_argument("--ceiling", action="store_true",
-                       help="Also measure the acting ceiling: per seed, one run of the graph "
+                       help="Also measure the acting ceilings: per seed, one run of each "
                             "variant with --learn false.")
     group.add_argument("--ceiling-seconds", type=float, default=30.0,
                        help="Budget of each ceiling run (default: 30).")
@@ -712,8 +725,6 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, A3CConfi
         if not getattr(args, flag) > 0:
             raise UsageError(f"--{flag.replace('_', '-')} must be positive, got "
                              f"{getattr(args, flag)}")
-    if args.ceiling and "graph" not in variants:
-        raise UsageError("--ceiling measures the graph variant: --variants must include graph")
     try:
         config = config_from_args(args)
         resolve_target_return(config)  # an unknown env fails here, not in every run

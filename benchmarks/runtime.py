@@ -101,7 +101,6 @@ def parse_variant_args(prog: str, description: str,
 # variant has; --policy lstm is refused too (check_tf2_config). A new flag must be put on
 # one side: tests/test_benchmarks.py checks that every flag is.
 TF2_REFUSED = {
-    "learn": "--learn false (acting only) is graph-only; run it with the graph variant",
     "checkpoint_secs": "--checkpoint-secs: the TF2 variants write no checkpoints; run it "
                        "with the graph variant",
     "connect_timeout": "--connect-timeout: the TF2 variants wait for no ps over the network; "
@@ -113,7 +112,7 @@ TF2_HONOURED = frozenset({
     "gamma", "gae_lambda", "learning_rate", "anneal_learning_rate", "adam_epsilon",
     "entropy_coef", "value_coef", "grad_clip_norm", "policy", "hidden_sizes", "conv_filters",
     "conv_stride", "normalize_advantages", "clip_rewards", "max_steps", "max_seconds",
-    "target_return", "progress_secs", "intra_op_threads", "inter_op_threads",
+    "target_return", "progress_secs", "intra_op_threads", "inter_op_threads", "learn",
     # The LSTM's size: it means nothing without --policy lstm, in the graph variant too.
     "lstm_size",
 })

@@ -226,10 +226,10 @@ class RolloutResult:
     """worker -> parameter holder: what the worker learned from one rollout."""
 
     task: int
-    gradients: np.ndarray  # flat float32 [N], clipped (FlatWeights order)
+    gradients: np.ndarray  # flat float32 [N], clipped (FlatWeights order); [0] acting only
     env_steps: int  # T * B
     finished_returns: list[float]  # returns of the episodes that ended, oldest first
-    entropy: float  # the policy's mean entropy on the rollout, for the progress file
+    entropy: float | None  # the policy's mean entropy on the rollout; None acting only
 
 
 @dataclass
@@ -287,9 +287,10 @@ class ParameterHolder:
         run has decided to stop; the weights after it, or why this worker stops."""
         weights = None
         if self.stats.stop_reason is None:  # not after the decision to stop
-            learning_rate = np.float32(self.config.learning_rate_at(self.stats.env_steps))
-            with tf.device(self.device):
-                weights = self._apply(result.gradients, learning_rate).numpy()
+            if result.gradients.size:  # acting only (--learn false): counted, not applied
+                learning_rate = np.float32(self.config.learning_rate_at(self.stats.env_steps))
+                with tf.device(self.device):
+                    weights = self._apply(result.gradients, learning_rate).numpy()
             self.stats.record(result.task, result.env_steps, result.finished_returns)
         reason = self.stats.stop_reason_for(result.task)
         return Reply(None if reason else weights, self.stats.snapshot(), reason)

@@ -10,7 +10,8 @@ The graph worker's design in TF2 code (a3c_graph.rollout, a3c_graph.agent):
     learner          (the caller's thread): takes the next rollout, its clipped gradients on
                      the local copy as it is now (one tf.function call), hands them to
                      `exchange` (the variant's way to the parameter holder and back) and
-                     sets the local copy from the weights that come back (one call).
+                     sets the local copy from the weights that come back (one call). With
+                     --learn false (the acting ceiling) it only counts the rollout.
 
 So acting goes on while the learner computes gradients and waits for the parameter holder,
 and the policy lag is the graph's: a rollout waits behind up to --queue-capacity others,
@@ -56,6 +57,7 @@ class TF2Worker:
         tf.random.set_seed(seed)
         self.task = task
         self.device = device
+        self.learning = config.learn
         # One EnvBatch per actor thread, seeded as the graph's actor threads' envs.
         self.recorders = [
             RolloutRecorder(EnvBatch(config.env, config.envs_per_worker, seed=seed + 100 * k,
@@ -73,7 +75,8 @@ class TF2Worker:
             # trains; not by the threads that first call them.
             for function in self.rollout_functions:
                 function.get_concrete_function()
-            self.gradients_of.get_concrete_function()
+            if self.learning:
+                self.gradients_of.get_concrete_function()
             self.weights.assign.get_concrete_function()
         self.learner_keys = tuple(tf2_common.learner_signature(self.recorders[0].fields))
         self.rollouts: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
@@ -117,11 +120,19 @@ class TF2Worker:
             return None
 
     def learn(self, rollout: dict) -> RolloutResult:
+        """The result of one rollout: its clipped gradients on the local copy as it is now,
+        or, acting only (--learn false, the acting ceiling), none: the rollout is counted
+        and dropped, as the graph's learner does then."""
+        env_steps = int(np.prod(rollout["rewards"].shape))
+        if not self.learning:
+            done = np.logical_or(rollout["terminated"].numpy(), rollout["truncated"].numpy())
+            finished = rollout["episode_returns"].numpy()[done]
+            return RolloutResult(self.task, np.zeros(0, np.float32), env_steps,
+                                 [float(r) for r in finished], None)
         with tf.device(self.device):
             gradients, finished, parts = self.gradients_of(
                 {key: rollout[key] for key in self.learner_keys})
-        return RolloutResult(self.task, gradients.numpy(),
-                             int(np.prod(rollout["rewards"].shape)),
+        return RolloutResult(self.task, gradients.numpy(), env_steps,
                              [float(r) for r in finished.numpy()], float(parts["entropy"]))
 
     def stop(self) -> None:
@@ -158,7 +169,8 @@ def train(worker: TF2Worker, progress: ProgressFile,
             if reply.stop_reason is not None:
                 reason = reply.stop_reason
                 break
-            worker.set_weights(reply.weights)
+            if reply.weights is not None:  # None acting only: nothing was applied
+                worker.set_weights(reply.weights)
             if progress.due():
                 progress.write("running")
         progress.write("done", stop_reason=reason)

@@ -63,17 +63,17 @@ def test_ceiling_runs_follow_each_seed_and_only_they_act_without_learning(tmp_pa
                                max_seconds=300, scaling=[], scaling_seconds=60,
                                ceiling_seconds=30)
     assert [(r.phase, r.variant, r.seed, r.max_seconds) for r in runs] == [
-        ("main", "graph", 5, 300), ("main", "tf2_mp", 5, 300), ("ceiling", "graph", 5, 30),
-        ("main", "graph", 6, 300), ("main", "tf2_mp", 6, 300), ("ceiling", "graph", 6, 30)]
-    commands = [bench_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:3]]
-    assert ["--learn=False" in c for c in commands] == [False, False, True]
+        ("main", "graph", 5, 300), ("main", "tf2_mp", 5, 300),
+        ("ceiling", "graph", 5, 30), ("ceiling", "tf2_mp", 5, 30),
+        ("main", "graph", 6, 300), ("main", "tf2_mp", 6, 300),
+        ("ceiling", "graph", 6, 30), ("ceiling", "tf2_mp", 6, 30)]
+    commands = [bench_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:4]]
+    assert ["--learn=False" in c for c in commands] == [False, False, True, True]
 
 
-def test_ceiling_needs_the_graph_variant_and_tf2_variants_refuse_acting_only():
-    with pytest.raises(UsageError, match="--ceiling measures the graph variant"):
-        bench_run.parse_args(["--ceiling", "--variants", "tf2_mp"])
-    with pytest.raises(ValueError, match="graph-only"):
-        runtime.check_tf2_config(A3CConfig(learn=False))
+def test_every_variant_has_an_acting_ceiling():
+    bench_run.parse_args(["--ceiling", "--variants", "tf2_mp"])
+    runtime.check_tf2_config(A3CConfig(learn=False))  # the TF2 variants act only too
 
 
 def row(task: int, time: float, env_steps: int, state: str = "running",
@@ -174,12 +174,13 @@ def test_results_table_medians_and_plots(tmp_path):
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png", "scaling.png"]
 
 
-def test_results_give_the_graph_variants_ratios_and_its_share_of_the_acting_ceiling(tmp_path):
+def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_ceiling(tmp_path):
     records = [fake_record("graph", "main", 0, 2, 3000.0, 20.0),
                fake_record("tf2_mp", "main", 0, 2, 1000.0, 80.0),
                fake_record("tf2_ray", "main", 0, 2, 1500.0, None),
                fake_record("graph", "ceiling", 0, 2, 4000.0, None),
-               fake_record("graph", "ceiling", 1, 2, 6000.0, None)]
+               fake_record("graph", "ceiling", 1, 2, 6000.0, None),
+               fake_record("tf2_mp", "ceiling", 0, 2, 2000.0, None)]
     settings = {"env": "CartPole-v1", "workers": 2, "seeds": 1, "max_seconds": 300.0,
                 "scaling_seconds": 60.0, "ceiling_seconds": 30.0}
     variants = ["graph", "tf2_mp", "tf2_ray"]
@@ -190,11 +191,15 @@ def test_results_give_the_graph_variants_ratios_and_its_share_of_the_acting_ceil
         "tf2_mp": {"steps_per_sec": 3.0, "time_to_solve": 0.25, "time_to_solve_or_budget": 0.25},
         "tf2_ray": {"steps_per_sec": 2.0, "time_to_solve": None,
                     "time_to_solve_or_budget": round(20.0 / 305.0, 2)}}
-    assert data["ceiling"] == {"runs": 2, "steps_per_sec": 5000.0,
-                               "training_steps_per_sec": 3000.0, "training_share": 0.6}
+    assert data["ceiling"] == {
+        "graph": {"runs": 2, "steps_per_sec": 5000.0, "training_steps_per_sec": 3000.0,
+                  "training_share": 0.6},
+        "tf2_mp": {"runs": 1, "steps_per_sec": 2000.0, "training_steps_per_sec": 1000.0,
+                   "training_share": 0.5}}
     assert data["medians"]["graph"]["runs"] == 1  # ceiling runs are not training runs
     assert "| tf2_mp | 3.00 | 0.25 | 0.25 |" in markdown
-    assert "5,000 steps/s; training runs reach 3,000 steps/s, 60 % of it" in markdown
+    assert "| graph | 2 | 5,000 | 3,000 | 60 % |" in markdown
+    assert "| tf2_mp | 1 | 2,000 | 1,000 | 50 % |" in markdown
     assert bench_run.plot_results(tmp_path, records, variants, 475.0)
 
 
@@ -369,7 +374,7 @@ def test_every_shared_flag_is_honoured_or_refused_by_the_tf2_variants():
 
 
 @pytest.mark.parametrize("module", TF2_MODULES)
-@pytest.mark.parametrize("flag, value", [("--learn", "false"), ("--checkpoint-secs", "5"),
+@pytest.mark.parametrize("flag, value", [("--checkpoint-secs", "5"),
                                          ("--connect-timeout", "30"), ("--policy", "lstm")])
 def test_tf2_variants_refuse_the_flags_they_cannot_honour_in_one_line(tmp_path, module, flag,
                                                                       value):
@@ -589,6 +594,10 @@ def test_the_parameter_holder_returns_the_weights_after_each_update():
     # Adam's first step moves every weight by about the learning rate, against the gradient.
     np.testing.assert_allclose(before - reply.weights, config.learning_rate, rtol=0.05)
     assert reply.stats["env_steps"] == 256 and reply.stop_reason is None
+    # Acting only (--learn false): the rollout is counted, nothing is applied.
+    acting = holder.update(tf2_common.RolloutResult(1, np.zeros(0, np.float32), 256, [], None))
+    assert acting.weights is None and acting.stats["global_step"] == 2
+    np.testing.assert_array_equal(holder.weights.read().numpy(), reply.weights)
 
 
 def _cartpole_info_and_config():
