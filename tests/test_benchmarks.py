@@ -2,7 +2,8 @@
 
 The smoke tests run `python -m benchmarks.run` for one variant each, a few seconds of
 training with one worker, and check what a user reads afterwards: a complete record per
-run, the results files and plots, and no process of the run left on the machine. No test
+run, the results files and plots, the one clock's accounting rules on the run's own
+records (a3c_graph.progress), and no process of the run left on the machine. No test
 asserts a speed.
 """
 
