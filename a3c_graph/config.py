@@ -97,7 +97,8 @@ class A3CConfig:
 
     # Budget and stopping.
     max_steps: int = _f(2_000_000, "Stop after this many env steps across all workers.")
-    max_seconds: float = _f(300.0, "Stop after this many seconds of training.")
+    max_seconds: float = _f(300.0, "Stop after this many seconds of training, counted by each "
+                            "worker from its first applied update (start-up excluded).")
     target_return: float | None = _f(
         None, "Stop when the mean return of the last 100 episodes reaches this "
         "(default: the env spec's reward_threshold); inf: no target, run to the budget.")

@@ -9,13 +9,21 @@ from them. Keys of a progress file:
   "max_steps" | "max_seconds" | "signal"), global_step, env_steps and episodes (global: the
   whole cluster), mean_return_100 (the cluster's, None before the first episode),
   local_env_steps and local_steps_per_sec (this task's own), target_return,
-  training_started (unix time the task's training loop began, None before),
+  training_started (unix time of the task's first applied update, None before: the end of
+  its start-up, written in a report of its own at once),
   lowest_mean_return_100 (the lowest cluster mean this task read since its last write: a
   dip between two writes is not missed), entropy (the policy's mean entropy over this
   task's updates since its last write; None if it made none).
 
 Each write is also appended as one JSON line to <logdir>/progress/worker_<i>.jsonl: the
-run's history, from which benchmarks.learning draws its learning curves.
+run's history, from which benchmarks.learning draws its learning curves and benchmarks.run
+its timings.
+
+One clock for every program that writes these files (the graph worker and the TF2 benchmark
+variants): start-up ends at the task's first applied update (its first update() here),
+reported at once; its --max-seconds count from then; and the final report ("done") is
+written when the task decides to stop, before it tears anything down (the chief's last
+checkpoint, closing sessions or Ray), so a run's last report times its training, not its exit.
 
 No TensorFlow here: the launcher imports this and must start quickly.
 """
@@ -66,18 +74,23 @@ class ProgressFile:
         self.lowest_mean = math.nan
         self.entropies: list[float] = []
 
-    def start_training(self) -> None:
-        """Mark the end of start-up: the task is ready and its training loop begins."""
-        self.training_started = self.window_start = time.time()
-
     def update(self, global_stats: Mapping[str, Any], local_steps: int,
                entropy: float | None = None) -> None:
-        """The cluster's counters as last read (global_step, env_steps, episodes,
-        mean_return_100), the env steps this task just added and, if it learned from them,
-        the policy's mean entropy on them."""
+        """After each applied update: the cluster's counters as it returned them
+        (global_step, env_steps, episodes, mean_return_100), the env steps this task just
+        added and, if it learned from them, the policy's mean entropy on them.
+
+        The first call ends start-up (training_started) and makes a report due at once; the
+        steps of that first rollout, collected during start-up, count in local_env_steps but
+        not in the first window's steps/s.
+        """
         self.stats = global_stats
         self.local_env_steps += local_steps
-        self.window_steps += local_steps
+        if self.training_started is None:
+            self.training_started = self.window_start = time.time()
+            self.last_write = -math.inf
+        else:
+            self.window_steps += local_steps
         self.lowest_mean = min(self.lowest_mean, self.mean_return_100, key=_nan_last)
         if entropy is not None:
             self.entropies.append(float(entropy))
@@ -169,7 +182,7 @@ class Totals:
     local_steps_per_sec: float
     stop_reason: str | None
     solved: bool
-    training_started: float | None  # the first worker's session was ready (unix time)
+    training_started: float | None  # the run's first applied update (unix time)
 
 
 def run_totals(progress: Mapping[int, dict]) -> Totals | None:

@@ -220,8 +220,14 @@ class Supervisor:
 
     # ---- watch
 
+    def backstop(self) -> float:
+        """When a run whose workers have not all stopped is stuck (unix time): the workers'
+        budget counts from their first applied update, so the backstop does too, or from
+        the launch while no worker has trained."""
+        return ((self.first_training or self.started) + self.plan.config.max_seconds
+                + DEADLINE_GRACE_SECS)
+
     def watch(self) -> Outcome:
-        deadline = time.monotonic() + self.plan.config.max_seconds + DEADLINE_GRACE_SECS
         next_line = time.monotonic() + PROGRESS_LINE_SECS
         last: Totals | None = None
         while True:
@@ -239,7 +245,7 @@ class Supervisor:
             waiting = any(t.plan.job == "worker" for _, t in self.pending)
             if workers and not waiting and all(t.returncode is not None for t in workers):
                 return self.run_over()
-            if time.monotonic() >= deadline:
+            if time.time() >= self.backstop():
                 return self.run_over(at_deadline=True)
             if time.monotonic() >= next_line:
                 next_line += PROGRESS_LINE_SECS
@@ -325,7 +331,10 @@ class Supervisor:
         for old in due:
             argv = list(old.plan.argv)
             if old.plan.job == "worker":
-                left = self.plan.config.max_seconds - (time.time() - self.started)
+                # A worker's budget counts from its first applied update (progress.py): the
+                # run's first, or the launch while none has trained yet.
+                left = self.plan.config.max_seconds - (
+                    time.time() - (self.first_training or self.started))
                 if left <= 0:
                     continue  # its budget is spent: it stays stopped
                 argv.append(f"--max-seconds={left:.1f}")

@@ -139,9 +139,6 @@ class Progress:
         self.losses: dict = {}
         self.fetched: dict = {}
 
-    def start_training(self) -> None:
-        self.file.start_training()
-
     def update(self, fetched: dict) -> None:
         self.fetched = fetched
         learned = self.config.learn and not fetched["update_skipped"]
@@ -207,7 +204,8 @@ def run_ps(spec, config, device, stop: StopFlag) -> int:
 
 def stop_reason_for(fetched: dict, config, target_return: float, started: float) -> str | None:
     """Why a worker stops after an update that read the cluster's counters `fetched`, or
-    None: solved (stats.solved), the env steps or the seconds of its budget spent."""
+    None: solved (stats.solved), the env steps or the seconds of its budget spent, counted
+    from `started`: its first applied update (progress.py: one clock for every variant)."""
     if solved(int(fetched["recent_count"]), float(fetched["mean_return_100"]), target_return):
         return "solved"
     if int(fetched["env_steps"]) >= config.max_steps:
@@ -228,7 +226,6 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
     from a3c_graph.envs import EnvBatch, env_options
 
     tf1 = tf.compat.v1
-    started = time.time()
     progress = Progress(args.logdir, spec.task, target_return, config)
     progress.write("starting")
     sess_config = apply_to_config(
@@ -269,8 +266,7 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
         print(f"{PROG}: worker {spec.task} connecting to the ps at {','.join(spec.cluster['ps'])} "
               "(if this hangs, the ps is not reachable)", flush=True)
         reason, error = train(creator, hooks, worker_graph, config, spec, progress, stop,
-                              target_return, started)
-    progress.write("done", stop_reason=reason)
+                              target_return)
     progress.close()
     for batch in env_batches:
         batch.close()
@@ -285,11 +281,13 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
 
 
 def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: StopFlag,
-          target_return: float, started: float) -> tuple[str | None, str | None]:
+          target_return: float) -> tuple[str | None, str | None]:
     """The learner loop: (stop reason, error to give up with or None).
 
-    Leaving the MonitoredSession normally runs the hooks' end (the chief's final
-    checkpoint), stops the actor threads and closes the queue.
+    Its budget counts from its first applied update, and the final report is written as
+    soon as it decides to stop (progress.py: one clock for every variant). Leaving the
+    MonitoredSession afterwards runs the hooks' end (the chief's final checkpoint), stops
+    the actor threads and closes the queue.
     """
     import tensorflow as tf
 
@@ -302,7 +300,6 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
     with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
                                              stop_grace_period_secs=5) as session:
         stop.in_loop = True
-        progress.start_training()
         print(f"{PROG}: worker {spec.task} training "
               f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
               flush=True)
@@ -325,13 +322,15 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
                     break
             else:
                 skipped_in_a_row = 0
-            reason = stop_reason_for(fetched, config, target_return, started)
+            reason = stop_reason_for(fetched, config, target_return,
+                                     progress.file.training_started)
             if stop.received is not None:
                 reason = "signal"
             if reason:
                 break
             if progress.due():
                 progress.write("running")
+        progress.write("done", stop_reason=reason)
     stop.in_loop = False
     return reason, error
 

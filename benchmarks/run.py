@@ -13,30 +13,46 @@ Variants (each started as its own subprocess, in its own session):
 
 Runs are interleaved seed by seed (seed 0: graph, tf2_mp, tf2_ray; seed 1: ...), so a
 change in the machine's load hits every variant alike. A run lasts until it is solved or
-its --max-seconds are spent. With --ceiling, each seed also gets a run of the graph variant
-with --learn false (the same processes stepping the envs and running the policy, nothing
-learned) for --ceiling-seconds: the acting ceiling that training throughput is measured
-against. With --scaling, each variant then runs once per worker count with the shorter
---scaling-seconds budget. Every run gets the same A3C flags.
+its --max-seconds are spent. With --ceiling, each seed also gets a run of each variant
+with --learn false (the same processes stepping the envs and running the policy, each
+rollout counted and dropped, nothing learned) for --ceiling-seconds: each variant's acting
+ceiling, which its training throughput is measured against. With --scaling, each variant
+then runs once per worker count with the shorter --scaling-seconds budget. Every run gets
+the same A3C flags.
 
 The harness, and so every run it starts, runs in a private network, a network namespace
 with only loopback (benchmarks.runtime.enter_private_network), where the launcher's tasks
 run too: Ray's servers and TF's listen on every interface and authenticate no one.
 --allow-remote runs the harness and every run (given --allow-remote too) on the host network.
 
-Measured per run, from the progress files every variant writes (a3c_graph.worker's format)
-and from the process tree, sampled every SAMPLE_SECS:
-  steps_per_sec       agent (env) steps from the first progress report with env_steps > 0
-                      to the last, over the time between them (start-up excluded)
+Measured per run on one clock for every variant (a3c_graph.progress): start-up ends at
+the run's first applied update, reported at once as `training_started`; each worker's
+--max-seconds count from its own first applied update; the final report is written when a
+worker decides to stop, before any teardown. From the progress history every worker
+appends (progress/worker_<i>.jsonl) once the run is over, and from the process tree,
+sampled every SAMPLE_SECS:
+  startup_s           launch (the harness starts the variant's command) -> the run's first
+                      applied update (the earliest training_started)
+  steps_per_sec       agent (env) steps from the report written at that first update to the
+                      newest report (the final one), over the time between them
   frames_per_sec      steps_per_sec x the env's frame skip (a3c_graph.envs.env_info with
                       the run's env options: 4 emulator frames per agent step for ALE ids,
                       1 elsewhere, so the same as steps_per_sec on CartPole)
-  time_to_solve_s     launch -> the first worker's report that the run is solved (wall
-                      clock, start-up included); None if not solved
+  time_to_solve_s     launch -> the first report that the run is solved (wall clock,
+                      start-up included); None if not solved
   env_steps_to_solve  the global env steps in that report
-  startup_s           launch -> the first progress report with env_steps > 0
-  peak_memory_mb      peak of the summed RSS of the variant's whole process tree (shared
-                      pages, e.g. Ray's object store, count once per process that maps them)
+  time_to_solve_or_budget_s  time_to_solve_s, or for a run that did not solve, its
+                      start-up plus --max-seconds (the budget it was given on the one
+                      clock): medians over every seed count unsolved runs instead of
+                      dropping them
+  stopped_s           launch -> the newest final report: the end of training, teardown
+                      excluded
+  peak_memory_mb      peak of the summed PSS (proportional set size) of the variant's whole
+                      process tree, every PSS_SAMPLE_SECS: a page shared by k processes
+                      counts 1/k in each, so shared libraries, forked pages and Ray's
+                      object store count once
+  peak_rss_mb         the peak summed RSS, every SAMPLE_SECS, which counts a shared page
+                      once per process that maps it (the figure earlier tables reported)
   return_curve        [seconds since launch, env steps, mean return(100)] per report
 
 Writes <out>/results.json (records, per-variant medians, machine info), results.md (the
@@ -51,6 +67,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import platform
 import shlex
@@ -71,13 +88,17 @@ from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
 from a3c_graph.envs import env_info, env_options
 from a3c_graph.plan import resolve_target_return
-from a3c_graph.progress import Totals, read_progress, run_totals
+from a3c_graph.progress import read_history, read_progress, run_totals
 from benchmarks import runtime
 
 PROG = "benchmarks.run"
 REPO = Path(__file__).resolve().parents[1]
 VARIANTS = ("graph", "tf2_mp", "tf2_ray")
 SAMPLE_SECS = 0.5
+# PSS comes from /proc/<pid>/smaps_rollup, a walk of the page tables: about 6 ms per TF
+# process here, 50-70 ms for a Ray run's dozen processes. Sampled this often, it costs the
+# run under measurement about 1 % of a core; RSS (a counter read) every SAMPLE_SECS.
+PSS_SAMPLE_SECS = 5.0
 # A variant stops itself at --max-seconds (counted once it is up); the harness only
 # steps in after this much more, for start-up and a stuck run.
 OVERRUN_SECS = 180.0
@@ -86,12 +107,17 @@ STOP_TIMEOUT_SECS = 30.0
 # After a run's root exits, how long the rest of its tree gets to exit on its own.
 LEFTOVER_TIMEOUT_SECS = 15.0
 MEDIAN_KEYS = ("steps_per_sec", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
-               "startup_s", "peak_memory_mb", "final_mean_return_100")
+               "time_to_solve_or_budget_s", "startup_s", "peak_memory_mb",
+               "final_mean_return_100")
+# Of the distribution-free interval of a median (median_interval).
+CONFIDENCE = 0.95
 RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "max_seconds", "command",
                "logdir", "log", "exit_code", "stop_reason", "solved", "steps_per_sec",
                "frame_skip", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
-               "startup_s", "peak_memory_mb", "final_mean_return_100", "final_env_steps",
-               "episodes", "wall_s", "return_curve", "processes", "leftover_processes")
+               "time_to_solve_or_budget_s", "startup_s", "stopped_s", "peak_memory_mb",
+               "peak_rss_mb", "final_mean_return_100", "final_env_steps", "episodes",
+               "launched", "training_started", "wall_s", "return_curve", "processes",
+               "leftover_processes")
 
 
 # --------------------------------------------------------------------------- plan
@@ -104,7 +130,7 @@ class RunSpec:
     seed: int
     workers: int
     max_seconds: float
-    phase: str  # "main" (the seeds), "ceiling" (graph, acting only) or "scaling"
+    phase: str  # "main" (the seeds), "ceiling" (acting only) or "scaling"
 
     @property
     def name(self) -> str:
@@ -114,13 +140,14 @@ class RunSpec:
 def plan_runs(variants: Sequence[str], seeds: int, base_seed: int, workers: int,
               max_seconds: float, scaling: Sequence[int], scaling_seconds: float,
               ceiling_seconds: float | None = None) -> list[RunSpec]:
-    """Main runs interleaved seed by seed (with the seed's ceiling run last when
+    """Main runs interleaved seed by seed (with the seed's ceiling runs last when
     ceiling_seconds is given), then one scaling run per worker count."""
     runs = []
     for s in range(seeds):
         runs += [RunSpec(v, base_seed + s, workers, max_seconds, "main") for v in variants]
         if ceiling_seconds is not None:
-            runs.append(RunSpec("graph", base_seed + s, workers, ceiling_seconds, "ceiling"))
+            runs += [RunSpec(v, base_seed + s, workers, ceiling_seconds, "ceiling")
+                     for v in variants]
     runs += [RunSpec(v, base_seed, n, scaling_seconds, "scaling")
              for n in scaling for v in variants]
     return runs
@@ -151,44 +178,62 @@ def child_env() -> dict[str, str]:
 
 @dataclass
 class Sampler:
-    """Samples one run: its process tree (memory, pids) and its progress files."""
+    """Samples one run's process tree: its memory (RSS, and PSS every PSS_SAMPLE_SECS)
+    and its pids."""
 
     root_pid: int
-    logdir: Path
-    launched: float
+    peak_pss: int = 0
     peak_rss: int = 0
+    last_pss: float = -math.inf  # time.monotonic() of the last PSS sample
     processes: dict[tuple[int, float], psutil.Process] = field(default_factory=dict)
     names: dict[tuple[int, float], str] = field(default_factory=dict)
-    progress: list[Totals] = field(default_factory=list)
 
     def sample(self) -> None:
-        rss = 0
+        with_pss = time.monotonic() - self.last_pss >= PSS_SAMPLE_SECS
+        if with_pss:
+            self.last_pss = time.monotonic()
+        pss = rss = 0
         for proc in runtime.process_tree(self.root_pid):
             try:
-                rss += proc.memory_info().rss
                 key = (proc.pid, proc.create_time())
                 if key not in self.processes:
                     self.processes[key] = proc
                     self.names[key] = _label(proc)  # while it is alive to tell
+                rss += proc.memory_info().rss
+                if with_pss:
+                    pss += proc.memory_full_info().pss
             except psutil.Error:
                 continue  # ended between listing and reading: nothing to count
         self.peak_rss = max(self.peak_rss, rss)
-        self.read_progress()
-
-    def read_progress(self) -> None:
-        totals = run_totals(read_progress(self.logdir))
-        if totals is not None and (not self.progress or totals.time > self.progress[-1].time):
-            self.progress.append(totals)
+        self.peak_pss = max(self.peak_pss, pss)
 
 
-def steps_per_sec(progress: Sequence[Totals]) -> float | None:
-    """Agent (env) steps/s after start-up: from the first report with env_steps > 0 to the
-    last."""
-    counting = [t for t in progress if t.env_steps > 0]
-    if len(counting) < 2 or counting[-1].time <= counting[0].time:
+# --------------------------------------------------------------------------- the one clock
+
+def training_started(history: Sequence[dict]) -> float | None:
+    """The run's first applied update (unix time): the earliest training_started reported."""
+    return min((float(row["training_started"]) for row in history
+                if row.get("training_started")), default=None)
+
+
+def training_reports(history: Sequence[dict]) -> list[dict]:
+    """The reports from the one written at the run's first applied update on, oldest first
+    (history: a3c_graph.progress.read_history's rows)."""
+    started = training_started(history)
+    if started is None:
+        return []
+    return [row for row in history
+            if row.get("training_started") and float(row["time"]) >= started]
+
+
+def steps_per_sec(history: Sequence[dict]) -> float | None:
+    """Agent (env) steps/s of training: from the report at the first applied update to the
+    newest (the final report, once the run has stopped)."""
+    reports = training_reports(history)
+    if len(reports) < 2 or reports[-1]["time"] <= reports[0]["time"]:
         return None
-    first, last = counting[0], counting[-1]
-    return (last.env_steps - first.env_steps) / (last.time - first.time)
+    first, last = reports[0], reports[-1]
+    return (last["env_steps"] - first["env_steps"]) / (last["time"] - first["time"])
 
 
 def frame_skip(config: A3CConfig) -> int:
@@ -196,15 +241,21 @@ def frame_skip(config: A3CConfig) -> int:
     return env_info(config.env, **env_options(config)).frame_skip
 
 
-def startup_seconds(progress: Sequence[Totals], launched: float) -> float | None:
-    first = next((t for t in progress if t.env_steps > 0), None)
-    return None if first is None else first.time - launched
+def startup_seconds(history: Sequence[dict], launched: float) -> float | None:
+    """Launch -> the run's first applied update."""
+    started = training_started(history)
+    return None if started is None else started - launched
 
 
-def solve_report(logdir: Path) -> dict | None:
-    """The earliest final progress report that says the run is solved, if any."""
-    solved = [p for p in read_progress(logdir).values() if p.get("stop_reason") == "solved"]
-    return min(solved, key=lambda p: p.get("time") or 0.0, default=None)
+def stopped_at(history: Sequence[dict]) -> float | None:
+    """When training ended: the newest final report ("done"), written before teardown."""
+    return max((float(row["time"]) for row in history if row.get("state") == "done"),
+               default=None)
+
+
+def solve_report(history: Sequence[dict]) -> dict | None:
+    """The earliest report that says the run is solved, if any."""
+    return next((row for row in history if row.get("stop_reason") == "solved"), None)
 
 
 def _round(value: float | None, digits: int = 1) -> float | None:
@@ -224,7 +275,7 @@ def run_one(spec: RunSpec, config: A3CConfig, out: Path,
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(command, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    sampler = Sampler(popen.pid, logdir, launched)
+    sampler = Sampler(popen.pid)
     stop_reason = None
     interrupted = False
     try:
@@ -237,7 +288,6 @@ def run_one(spec: RunSpec, config: A3CConfig, out: Path,
         if popen.poll() is None:
             _stop_run(popen, sampler)
     ended = time.time()
-    sampler.read_progress()
     leftovers = runtime.end_processes(sampler.processes.values(), LEFTOVER_TIMEOUT_SECS)
     record = build_record(spec, command, logdir, log_path, popen.returncode, launched, ended,
                           sampler, leftovers, stop_reason, frame_skip(config))
@@ -287,10 +337,13 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
                  exit_code: int | None, launched: float, ended: float, sampler: Sampler,
                  leftovers: list[str], stop_reason: str | None,
                  frame_skip: int = 1) -> dict[str, Any]:
-    progress = sampler.progress
-    rate = steps_per_sec(progress)
-    final = progress[-1] if progress else None
-    solved = solve_report(logdir)
+    history = read_history(logdir)
+    rate = steps_per_sec(history)
+    final = run_totals(read_progress(logdir))
+    solved = solve_report(history)
+    started = training_started(history)
+    stopped = stopped_at(history)
+    startup = startup_seconds(history, launched)
     summary = _read_json(logdir / "summary.json")
     record = {
         "name": spec.name, "variant": spec.variant, "phase": spec.phase, "seed": spec.seed,
@@ -305,14 +358,20 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
         "frames_per_sec": _round(None if rate is None else rate * frame_skip),
         "time_to_solve_s": _round(solved["time"] - launched, 2) if solved else None,
         "env_steps_to_solve": int(solved["env_steps"]) if solved else None,
-        "startup_s": _round(startup_seconds(progress, launched), 2),
-        "peak_memory_mb": _round(sampler.peak_rss / 2**20),
+        "time_to_solve_or_budget_s": _round(solved["time"] - launched, 2) if solved else (
+            None if startup is None else _round(startup + spec.max_seconds, 2)),
+        "startup_s": _round(startup, 2),
+        "stopped_s": _round(None if stopped is None else stopped - launched, 2),
+        "peak_memory_mb": _round(sampler.peak_pss / 2**20),
+        "peak_rss_mb": _round(sampler.peak_rss / 2**20),
         "final_mean_return_100": final.mean_return_100 if final else None,
         "final_env_steps": final.env_steps if final else 0,
         "episodes": final.episodes if final else 0,
+        "launched": round(launched, 3),
+        "training_started": started,
         "wall_s": round(ended - launched, 2),
-        "return_curve": [[round(t.time - launched, 2), t.env_steps, t.mean_return_100]
-                         for t in progress],
+        "return_curve": [[round(row["time"] - launched, 2), row["env_steps"],
+                          row.get("mean_return_100")] for row in training_reports(history)],
         "processes": [{"pid": pid, "create_time": created, "name": sampler.names[pid, created]}
                       for pid, created in sorted(sampler.processes)],
         "leftover_processes": leftovers,
@@ -350,22 +409,40 @@ def summarize(records: Sequence[dict], variants: Sequence[str]) -> dict[str, dic
     for variant in variants:
         runs = [r for r in records if r["variant"] == variant and r["phase"] == "main"]
         summary[variant] = {"runs": len(runs), "solved": sum(r["solved"] for r in runs),
-                            **{key: _median([r[key] for r in runs]) for key in MEDIAN_KEYS}}
+                            **{key: _median([r[key] for r in runs]) for key in MEDIAN_KEYS},
+                            "time_to_solve_or_budget_interval": median_interval(
+                                [r["time_to_solve_or_budget_s"] for r in runs])}
     return summary
 
 
-def ceiling_summary(records: Sequence[dict]) -> dict[str, Any] | None:
-    """The graph variant's acting ceiling (median steps/s of the ceiling runs) and the share
-    of it the graph variant's training runs reach; None without ceiling runs."""
-    ceiling_runs = [r for r in records if r["phase"] == "ceiling"]
-    if not ceiling_runs:
-        return None
-    ceiling = _median([r["steps_per_sec"] for r in ceiling_runs])
-    training = _median([r["steps_per_sec"] for r in records
-                        if r["phase"] == "main" and r["variant"] == "graph"])
-    share = None if not (ceiling and training) else round(training / ceiling, 3)
-    return {"runs": len(ceiling_runs), "steps_per_sec": ceiling,
-            "training_steps_per_sec": training, "training_share": share}
+def median_interval(values: Sequence[float | None],
+                    confidence: float = CONFIDENCE) -> list[float] | None:
+    """A distribution-free interval of the median of `values` (None ignored): the order
+    statistics x(k) and x(n + 1 - k) with the largest k whose coverage, by the binomial
+    distribution of how many values fall below the median, is at least `confidence`.
+    For 10 values at 95 %: x(2) to x(9) (97.9 %). None when n is too small (n < 6 at 95 %).
+    """
+    x = sorted(v for v in values if v is not None)
+    n, best = len(x), None
+    for k in range(1, n // 2 + 1):
+        if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n >= confidence:
+            best = k
+    return None if best is None else [x[best - 1], x[n - best]]
+
+
+def ceiling_summary(records: Sequence[dict]) -> dict[str, dict[str, Any]] | None:
+    """Per variant with ceiling runs: its acting ceiling (median steps/s of its ceiling
+    runs) and the share of it its training runs reach; None without ceiling runs."""
+    summary = {}
+    for variant in dict.fromkeys(r["variant"] for r in records if r["phase"] == "ceiling"):
+        runs = [r for r in records if r["phase"] == "ceiling" and r["variant"] == variant]
+        ceiling = _median([r["steps_per_sec"] for r in runs])
+        training = _median([r["steps_per_sec"] for r in records
+                            if r["phase"] == "main" and r["variant"] == variant])
+        share = None if not (ceiling and training) else round(training / ceiling, 3)
+        summary[variant] = {"runs": len(runs), "steps_per_sec": ceiling,
+                            "training_steps_per_sec": training, "training_share": share}
+    return summary or None
 
 
 def ratios(summary: dict[str, dict]) -> dict[str, dict[str, float | None]]:
@@ -379,7 +456,9 @@ def ratios(summary: dict[str, dict]) -> dict[str, dict[str, float | None]]:
         return None if not (a and b) else round(a / b, 2)
 
     return {variant: {"steps_per_sec": ratio(graph["steps_per_sec"], s["steps_per_sec"]),
-                      "time_to_solve": ratio(graph["time_to_solve_s"], s["time_to_solve_s"])}
+                      "time_to_solve": ratio(graph["time_to_solve_s"], s["time_to_solve_s"]),
+                      "time_to_solve_or_budget": ratio(graph["time_to_solve_or_budget_s"],
+                                                       s["time_to_solve_or_budget_s"])}
             for variant, s in summary.items() if variant != "graph"}
 
 
@@ -400,15 +479,35 @@ def _fmt(value: Any, unit: str = "", digits: int = 0) -> str:
 
 def markdown_table(summary: dict[str, dict]) -> str:
     lines = ["| variant | runs | solved | agent steps/s | frames/s | time to solve "
-             "| env steps to solve | start-up | peak memory |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| every seed, unsolved = budget | env steps to solve | start-up "
+             "| peak memory (PSS) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for variant, s in summary.items():
+        interval = s["time_to_solve_or_budget_interval"]
+        every_seed = _fmt(s["time_to_solve_or_budget_s"], " s", 1) + (
+            f" [{interval[0]:.1f}, {interval[1]:.1f}]" if interval else "")
         lines.append(
             f"| {variant} | {s['runs']} | {s['solved']}/{s['runs']} "
             f"| {_fmt(s['steps_per_sec'])} | {_fmt(s['frames_per_sec'])} "
-            f"| {_fmt(s['time_to_solve_s'], ' s', 1)} "
+            f"| {_fmt(s['time_to_solve_s'], ' s', 1)} | {every_seed} "
             f"| {_fmt(s['env_steps_to_solve'])} | {_fmt(s['startup_s'], ' s', 1)} "
             f"| {_fmt(s['peak_memory_mb'], ' MB')} |")
+    return "\n".join(lines)
+
+
+def seeds_markdown(records: Sequence[dict], variants: Sequence[str]) -> str:
+    """Time to solve per seed and variant (main runs); an unsolved run shows ">" its
+    start-up plus budget."""
+    main = [r for r in records if r["phase"] == "main"]
+    lines = ["| seed | " + " | ".join(variants) + " |", "|---:|" + "---:|" * len(variants)]
+    for seed in sorted({r["seed"] for r in main}):
+        cells = []
+        for variant in variants:
+            r = next((r for r in main if r["seed"] == seed and r["variant"] == variant), None)
+            value = None if r is None else r["time_to_solve_or_budget_s"]
+            cells.append(_fmt(value, " s", 1) if r is None or r["solved"] or value is None
+                         else f"> {value:.1f} s")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -455,23 +554,40 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
     text = [f"# A3C three ways: {settings['env']}, {settings['workers']} worker(s), "
             f"{settings['seeds']} seed(s), budget {settings['max_seconds']:g} s", "",
             markdown_table(summary), "",
-            "Medians over the seeds; time and env steps to solve over the solved runs only. "
-            "Agent steps/s and frames/s (agent steps/s x the env's frame skip: 4 emulator "
-            "frames per agent step for ALE ids, 1 elsewhere) exclude start-up; time to solve "
-            "includes it. Peak memory sums the RSS "
-            "of each variant's whole process tree.", ""]
+            "Medians over the seeds; time and env steps to solve over the solved runs only, "
+            "\"every seed\" over all of them with an unsolved run counted as its start-up "
+            "plus budget, and in brackets a distribution-free 95 % interval of that median "
+            "(from 6 seeds on). "
+            "One clock for every variant: start-up runs from launch to the run's first "
+            "applied update, each worker's budget counts from its own first applied update, "
+            "and training ends at the final report, before teardown. Agent steps/s and "
+            "frames/s (agent steps/s x the env's frame skip: 4 emulator frames per agent step "
+            "for ALE ids, 1 elsewhere) are of training only; time to solve includes "
+            "start-up. Peak memory is the PSS of each variant's whole process tree (a page "
+            "shared by several processes counts once).", ""]
+    text += ["Time to solve per seed (launch to the first solved report; > start-up + "
+             "budget where the run did not solve):", "", seeds_markdown(records, variants),
+             ""]
     if versus:
-        text += ["| graph vs | steps/s (x) | time to solve (x) |", "|---|---:|---:|"]
+        text += ["| graph vs | steps/s (x) | time to solve (x) | every seed (x) |",
+                 "|---|---:|---:|---:|"]
         text += [f"| {variant} | {_fmt(r['steps_per_sec'], '', 2)} "
-                 f"| {_fmt(r['time_to_solve'], '', 2)} |" for variant, r in versus.items()]
+                 f"| {_fmt(r['time_to_solve'], '', 2)} "
+                 f"| {_fmt(r['time_to_solve_or_budget'], '', 2)} |"
+                 for variant, r in versus.items()]
         text += [""]
     if ceiling:
-        share = ceiling["training_share"]
-        text += [f"Acting ceiling (graph, --learn false, {settings['workers']} worker(s), "
-                 f"{ceiling['runs']} run(s) of {settings['ceiling_seconds']:g} s): "
-                 f"{_fmt(ceiling['steps_per_sec'])} steps/s; training runs reach "
-                 f"{_fmt(ceiling['training_steps_per_sec'])} steps/s, "
-                 f"{_fmt(None if share is None else 100 * share, ' %')} of it.", ""]
+        text += [f"Acting ceilings (--learn false, {settings['workers']} worker(s), runs of "
+                 f"{settings['ceiling_seconds']:g} s), and the share of its own ceiling "
+                 "each variant's training reaches:", "",
+                 "| variant | ceiling runs | acting ceiling, steps/s | training, steps/s "
+                 "| share |", "|---|---:|---:|---:|---:|"]
+        for variant, c in ceiling.items():
+            share = c["training_share"]
+            text.append(f"| {variant} | {c['runs']} | {_fmt(c['steps_per_sec'])} "
+                        f"| {_fmt(c['training_steps_per_sec'])} "
+                        f"| {_fmt(None if share is None else 100 * share, ' %')} |")
+        text.append("")
     if scaling:
         text += [f"## steps/s vs workers ({settings['scaling_seconds']:g} s budget or until "
                  "solved)", "", scaling_markdown(scaling), ""]
@@ -520,9 +636,14 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
                  and r["steps_per_sec"] is not None]
         ax.bar(i, statistics.median(rates) if rates else 0.0, color=f"C{i}", alpha=0.6)
         ax.scatter([i] * len(rates), rates, color="black", s=12, zorder=3)
-    if ceiling and ceiling["steps_per_sec"]:
-        ax.axhline(ceiling["steps_per_sec"], color="gray", linestyle="--", linewidth=1,
-                   label="graph acting ceiling (--learn false)")
+    label = "acting ceiling (--learn false)"
+    for i, variant in enumerate(variants):
+        level = ((ceiling or {}).get(variant) or {}).get("steps_per_sec")
+        if level:
+            ax.hlines(level, i - 0.4, i + 0.4, color="gray", linestyle="--", linewidth=1,
+                      label=label)
+            label = None  # one legend entry for them all
+    if ceiling:
         ax.legend(loc="lower right", fontsize="small")
     ax.set_xticks(range(len(variants)), variants)
     ax.set_ylabel("env steps/s after start-up (bar: median, dots: seeds)")
@@ -579,7 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--scaling-seconds", type=float, default=60.0,
                        help="Budget of each scaling run (default: 60).")
     group.add_argument("--ceiling", action="store_true",
-                       help="Also measure the acting ceiling: per seed, one run of the graph "
+                       help="Also measure the acting ceilings: per seed, one run of each "
                             "variant with --learn false.")
     group.add_argument("--ceiling-seconds", type=float, default=30.0,
                        help="Budget of each ceiling run (default: 30).")
@@ -604,11 +725,11 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, A3CConfi
         if not getattr(args, flag) > 0:
             raise UsageError(f"--{flag.replace('_', '-')} must be positive, got "
                              f"{getattr(args, flag)}")
-    if args.ceiling and "graph" not in variants:
-        raise UsageError("--ceiling measures the graph variant: --variants must include graph")
     try:
         config = config_from_args(args)
         resolve_target_return(config)  # an unknown env fails here, not in every run
+        if set(variants) - {"graph"}:
+            runtime.check_tf2_config(config)  # a flag they refuse fails here, not in each run
     except ValueError as error:  # resolve_target_return raises UsageError itself
         raise UsageError(str(error)) from None
     return args, config, variants

@@ -28,11 +28,23 @@ from typing import Any
 
 from a3c_graph import devices, netns, tf_env
 from a3c_graph.cli import OneLineParser, UsageError, fail
-from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, resolve_policy
+from a3c_graph.config import (
+    A3CConfig,
+    add_config_arguments,
+    config_from_args,
+    preset_values,
+    resolve_policy,
+)
 from a3c_graph.envs import env_info, env_options
 from a3c_graph.pids import is_gone
 from a3c_graph.plan import resolve_target_return
-from a3c_graph.progress import json_number, summary_fields, write_atomic
+from a3c_graph.progress import (
+    json_number,
+    read_progress,
+    run_totals,
+    summary_fields,
+    write_atomic,
+)
 from a3c_graph.stats import RECENT_EPISODES
 from a3c_graph.worker import stop_reason_for
 
@@ -49,7 +61,7 @@ class VariantRun:
     config: A3CConfig  # target_return resolved, as the graph launcher resolves it
     workers: int
     logdir: Path
-    gpus: tuple[str, ...]  # CUDA_VISIBLE_DEVICES entries, round-robin; empty: CPU only
+    gpus: tuple[str, ...]  # CUDA_VISIBLE_DEVICES entries, the workers' round-robin; empty: CPU
     allow_remote: bool = False  # on the host network (see enter_private_network)
 
 
@@ -63,9 +75,10 @@ def parse_variant_args(prog: str, description: str,
     parser.add_argument("--workers", type=int, default=2, help="Worker processes (default: 2).")
     parser.add_argument("--logdir", required=True, help="Progress files and summary.json.")
     parser.add_argument("--gpus", default="none", metavar="SPEC",
-                        help=f"GPUs given round-robin to the parameter holder and the "
-                             f"workers, as the launcher's --gpus: {devices.GPUS_FORMS} (ids as "
-                             "this process sees them; default: none, CPU only).")
+                        help=f"GPUs given round-robin to the workers, as the launcher's "
+                             f"--gpus: {devices.GPUS_FORMS} (ids as this process sees them; "
+                             "default: none, CPU only). The parameter holder runs on the "
+                             "CPU, as the graph variant's ps.")
     add_allow_remote_argument(parser)
     add_config_arguments(parser)
     try:
@@ -74,7 +87,7 @@ def parse_variant_args(prog: str, description: str,
             raise ValueError(f"--workers must be at least 1, got {args.workers}")
         config = config_from_args(args)
         config = dataclasses.replace(config, target_return=resolve_target_return(config))
-        check_tf2_network(config)
+        check_tf2_config(config)
         gpus = visible_device_entries(prog, args.gpus)
     except (ValueError, UsageError) as error:  # devices.DeviceError is a ValueError
         sys.exit(fail(prog, error))
@@ -82,14 +95,38 @@ def parse_variant_args(prog: str, description: str,
                       args.allow_remote)
 
 
-def check_tf2_network(config: A3CConfig) -> None:
-    """ValueError unless config's network is one the TF2 variants implement: the MLP
-    (vector observations) or the CNN (images, e.g. Atari); the LSTM is graph-only.
-    Also the ValueError of --policy cnn on vector observations, as the graph worker's,
-    and of --learn false (acting only), which only the graph variant has."""
-    if not config.learn:
-        raise ValueError("--learn false (acting only) is graph-only; run it with the graph "
-                         "variant")
+# What the TF2 variants do with each A3CConfig flag. They honour every flag as the graph
+# variant does but these, which they refuse with one line (exit status 2) when set to
+# anything but the preset's value, because what they mean needs a part only the graph
+# variant has; --policy lstm is refused too (check_tf2_config). A new flag must be put on
+# one side: tests/test_benchmarks.py checks that every flag is.
+TF2_REFUSED = {
+    "checkpoint_secs": "--checkpoint-secs: the TF2 variants write no checkpoints; run it "
+                       "with the graph variant",
+    "connect_timeout": "--connect-timeout: the TF2 variants wait for no ps over the network; "
+                       "run it with the graph variant",
+}
+TF2_HONOURED = frozenset({
+    "env", "seed", "preset", "repeat_action_probability", "full_action_space", "screen_size",
+    "frame_stack", "envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
+    "gamma", "gae_lambda", "learning_rate", "anneal_learning_rate", "adam_epsilon",
+    "entropy_coef", "value_coef", "grad_clip_norm", "policy", "hidden_sizes", "conv_filters",
+    "conv_stride", "normalize_advantages", "clip_rewards", "max_steps", "max_seconds",
+    "target_return", "progress_secs", "intra_op_threads", "inter_op_threads", "learn",
+    # The LSTM's size: it means nothing without --policy lstm, in the graph variant too.
+    "lstm_size",
+})
+
+
+def check_tf2_config(config: A3CConfig) -> None:
+    """ValueError unless the TF2 variants can run `config`: no flag of TF2_REFUSED set to
+    anything but the preset's value, and a network they implement: the MLP (vector
+    observations) or the CNN (images, e.g. Atari), not the LSTM. Also the ValueError of
+    --policy cnn on vector observations, as the graph worker's."""
+    preset = preset_values(config.preset, config.env)
+    for name, why in TF2_REFUSED.items():
+        if getattr(config, name) != preset[name]:
+            raise ValueError(why)
     obs_shape = env_info(config.env, **env_options(config)).obs_shape
     _torso, recurrent = resolve_policy(config.policy, obs_shape)
     if recurrent:
@@ -159,8 +196,9 @@ def visible_device_entries(prog: str, spec: str) -> tuple[str, ...]:
 def pin_visible_gpus(gpus: Sequence[str], process_index: int) -> None:
     """Choose this process's GPU before TF is imported (TF's GPU options are process-wide).
 
-    Process k sees GPU gpus[k % len(gpus)] only; with no ids it sees none and TF runs on
-    the CPU. Call it first thing in a child process, before anything imports TF.
+    Worker k (process_index k) sees GPU gpus[k % len(gpus)] only, as the launcher spreads
+    its workers; with no ids (the parameter holder's: it runs on the CPU) it sees none and
+    TF runs on the CPU. Call it first thing in a child process, before anything imports TF.
     """
     os.environ["CUDA_VISIBLE_DEVICES"] = gpus[process_index % len(gpus)] if gpus else ""
     tf_env.before_tf_import()  # the same import settings as the graph agent's tasks
@@ -174,27 +212,25 @@ class RunStats:
     Returns from every worker land in one window in the order they arrive, so its mean is
     the mean return of the 100 newest episodes across workers, as in the graph variant.
 
-    --max-seconds counts from the first applied rollout. The graph worker's clock starts
-    once TF is imported; here the processes import TF and trace their tf.functions in
-    parallel, and on a busy machine that start-up varies by tens of seconds, which would
-    otherwise come out of the training budget. (Time to solve is measured from launch by
-    the harness either way.)
+    Stopping follows the graph worker's rule (a3c_graph.worker.stop_reason_for) with its
+    clock (a3c_graph.progress): solved and max_steps stop the whole run, while each worker's
+    --max-seconds count from that worker's own first applied update, as a graph worker's do.
     """
 
     def __init__(self, config: A3CConfig):
         self.config = config
-        self.started: float | None = None  # the first record()
+        self.first_update: dict[int, float] = {}  # task -> its first record() (unix time)
         self.global_step = 0
         self.env_steps = 0
         self.episodes = 0
         self.recent: deque[float] = deque(maxlen=RECENT_EPISODES)
-        self.stop_reason: str | None = None
+        self.stop_reason: str | None = None  # the whole run's, once decided
 
-    def record(self, env_steps: int, finished_returns: Iterable[float]) -> None:
-        """Count one applied rollout: its env steps and the episodes that ended in it."""
+    def record(self, task: int, env_steps: int, finished_returns: Iterable[float]) -> None:
+        """Count one applied rollout of worker `task`: its env steps and the episodes that
+        ended in it."""
         returns = [float(r) for r in finished_returns]
-        if self.started is None:
-            self.started = time.time()
+        self.first_update.setdefault(task, time.time())
         self.global_step += 1
         self.env_steps += int(env_steps)
         self.episodes += len(returns)
@@ -207,12 +243,27 @@ class RunStats:
                 "episodes": self.episodes, "recent_count": len(self.recent),
                 "mean_return_100": mean}
 
-    def check_stop(self) -> str | None:
-        """Decide once, with the graph worker's own rule: solved, max_steps, max_seconds."""
-        if self.stop_reason is None and self.started is not None:
-            self.stop_reason = stop_reason_for(self.snapshot(), self.config,
-                                               float(self.config.target_return), self.started)
+    def stop_reason_for(self, task: int) -> str | None:
+        """Why worker `task` stops after its update just recorded, or None: the run's
+        reason once there is one (solved, max_steps, or set from outside), else its own
+        budget spent (max_seconds, on its own clock)."""
+        if self.stop_reason is None and task in self.first_update:
+            reason = stop_reason_for(self.snapshot(), self.config,
+                                     float(self.config.target_return), self.first_update[task])
+            if reason != "max_seconds":
+                self.stop_reason = reason
+            return reason
         return self.stop_reason
+
+
+def past_backstop(run: VariantRun, launched: float) -> bool:
+    """Whether a run whose workers have not all stopped is stuck: DEADLINE_GRACE_SECS past
+    its --max-seconds, which count from the first applied update (the progress files say
+    when), or from `launched` while no worker has trained, as the graph launcher's
+    backstop."""
+    totals = run_totals(read_progress(run.logdir))
+    start = totals.training_started if totals and totals.training_started else launched
+    return time.time() >= start + run.config.max_seconds + DEADLINE_GRACE_SECS
 
 
 def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,

@@ -9,10 +9,17 @@ For each B, times T-step rollouts (T = the cartpole preset's 32) of:
   policy only       the graph loop with the policy network and sampling, no env
   graph rollout     a3c_graph.rollout.build_rollout: the real actor op (policy, env step,
                     RolloutRecorder), one session.run per rollout
-  tf2 rollout       benchmarks.tf2_common.collect_rollout: the TF2 variants' Python loop,
-                    one policy tf.function call per step, the same RolloutRecorder
+  tf2 policy call   one call of a policy tf.function (the network and sampling) from
+                    Python per step, no env: what a TF2 loop pays per step to enter TF
+  tf2 step loop     the TF2 variants' loop before: Python steps the envs and calls the
+                    policy tf.function once per step, the same RolloutRecorder
+  tf2 rollout       benchmarks.tf2_common.make_rollout_function, the TF2 variants' loop
+                    now: the whole rollout in one tf.function call (`for t in tf.range(T)`,
+                    the env step through tf.numpy_function, the same RolloutRecorder)
   learner           the learner's forward and backward pass over one T x B rollout (the
                     network's gradients, no optimizer), per env step
+The TF2 rows run eagerly with the TF2 variants' thread settings (configure_tensorflow:
+one intra-op thread, two inter-op threads, as the graph's sessions here).
 No cluster and no ps: the acting path and the learner's own compute, so the per-step
 overheads can be read off against the env's own cost. Each env id gets its preset's
 network (ALE ids: the atari preset's cnn on 42x42 frames). Prints a markdown table;
@@ -69,12 +76,29 @@ def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
 
     costs["env only"] = _per_step(env_only, rollouts)
 
-    # The TF2 variants' loop runs eagerly (as in their processes); the graph parts then
-    # run with eager execution off, as in a3c_graph.worker.
+    # The TF2 variants' loops run eagerly (as in their processes), with their thread
+    # settings; the graph parts then run with eager execution off, as in a3c_graph.worker.
+    tf2_common.configure_tensorflow(config)
     model = tf2_common.build_model(info, config)
-    policy_step = tf2_common.make_policy_step(model, info, B)
+    obs_spec = tf.TensorSpec([B, *info.obs_shape], tf.as_dtype(info.obs_dtype))
+    policy_step = tf.function(lambda obs: sample_actions(model(obs)[0]),
+                              input_signature=[obs_spec])
     recorder = RolloutRecorder(batch, T)
-    tf2_cost = _per_step(lambda: tf2_common.collect_rollout(recorder, policy_step), rollouts)
+    observations = batch.observe()
+
+    def policy_calls():
+        for _ in range(T):
+            policy_step(observations).numpy()
+
+    def step_loop():
+        for t in range(T):
+            recorder.step(t, policy_step(batch.observe()).numpy())
+        recorder.collect()
+
+    tf2_costs = {"tf2 policy call": _per_step(policy_calls, rollouts),
+                 "tf2 step loop": _per_step(step_loop, rollouts),
+                 "tf2 rollout": _per_step(tf2_common.make_rollout_function(model, recorder),
+                                          rollouts)}
     tf1.disable_eager_execution()
 
     def in_graph(build) -> float:
@@ -125,7 +149,7 @@ def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
     costs["numpy_function"] = in_graph(numpy_function_only)
     costs["policy only"] = in_graph(policy_only)
     costs["graph rollout"] = in_graph(graph_rollout)
-    costs["tf2 rollout"] = tf2_cost
+    costs.update(tf2_costs)
     costs["learner"] = in_graph(learner)
 
     batch.close()

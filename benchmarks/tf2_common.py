@@ -1,28 +1,36 @@
-"""What both TF2 variants share: the graph variant's A3C in eager TF2.
+"""What both TF2 variants share: the graph variant's A3C in eager TF2, as TF2 code at its best.
 
   * ActorCritic / ActorCriticCNN: a3c_graph.model's MLP and CNN networks (same layers,
     sizes, activations, initializers and forward pass), given a variable factory that makes
     tf.Variable instead of get_variable; build_model picks one as the graph worker does.
-    The LSTM is graph-only (benchmarks.runtime.check_tf2_network refuses it).
-  * make_policy_step / make_gradient_step: tf.functions for one batched policy inference
-    and for the clipped gradients of one rollout. The loss is a3c_graph.agent.learner_loss
-    itself, so GAE, normalization and the A3C loss are the graph variant's code, and both
-    clip with tf.clip_by_global_norm.
-  * collect_rollout: the TF2 idiom, a Python loop over a3c_graph.envs.EnvBatch calling the
-    policy tf.function once per env step (the graph variant runs that loop in-graph); both
-    write the transitions with a3c_graph.rollout.RolloutRecorder.
-  * RolloutLearner (a worker's half) and ParameterHolder (the network everyone trains, with
-    the shared Adam the graph variant's ps runs).
+    The LSTM is graph-only (benchmarks.runtime.check_tf2_config refuses it).
+  * FlatWeights: a network's variables as one flat float32 vector, read, written or
+    updated with one tf.function call (not one eager op per variable), so weights and
+    gradients cross processes as one numpy array each.
+  * make_rollout_function: one T-step rollout in one tf.function call, `for t in
+    tf.range(T)` with the policy and the env step through tf.numpy_function, the
+    transitions written by a3c_graph.rollout.RolloutRecorder as in the graph variant (what
+    TF-Agents' drivers and TensorFlow's actor-critic tutorial do; the Python loop with one
+    tf.function call per env step it replaces cost 0.5-0.6 ms a step in TF 2.21,
+    benchmarks/PERFORMANCE.md).
+  * make_gradient_function: the clipped gradients of one rollout, flat, with the
+    episodes that ended in it, in one call. The loss is a3c_graph.agent.learner_loss itself,
+    so GAE, normalization and the A3C loss are the graph variant's code, and both clip with
+    tf.clip_by_global_norm.
+  * ParameterHolder: the network everyone trains, with the shared Adam the graph variant's
+    ps runs; one call applies a flat gradient and returns the flat weights after it.
 
-So the variants differ only in framework and process design. Import this module only in
-a process that has chosen its device (benchmarks.runtime.pin_visible_gpus): it imports TF.
-Shapes follow a3c_graph.rollout: T is the rollout length, B the envs stepped together.
+The worker (actor threads, queue, learner) is benchmarks.tf2_worker. So the variants differ
+only in framework and process design. Import this module only in a process that has chosen
+its device (benchmarks.runtime.pin_visible_gpus): it imports TF. Shapes follow
+a3c_graph.rollout: T is the rollout length, B the envs stepped together.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -30,8 +38,9 @@ import tensorflow as tf
 from a3c_graph import model as graph_model
 from a3c_graph.agent import learner_loss
 from a3c_graph.config import A3CConfig, resolve_policy
-from a3c_graph.envs import EnvBatch, EnvInfo, env_info, env_options
-from a3c_graph.rollout import ROLLOUT_KEYS, RolloutField, RolloutRecorder, sample_actions
+from a3c_graph.envs import EnvInfo, env_info, env_options
+from a3c_graph.rollout import RolloutField, RolloutRecorder, sample_actions
+from benchmarks.runtime import RunStats
 
 tf1 = tf.compat.v1
 
@@ -40,29 +49,20 @@ LEARNER_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_ob
 
 
 def configure_tensorflow(config: A3CConfig) -> str:
-    """Use the graph variant's thread pools; return the device to place everything on.
+    """Use the graph variant's thread pools and GPU memory rule; return the device to place
+    everything on.
 
-    Must run before the first TF op. '/GPU:0' only when this process sees a GPU, so a run
-    asked for a GPU on a machine without one falls back to the CPU instead of crashing.
+    Must run before the first TF op. '/GPU:0' only when this process sees a GPU (its one
+    GPU: benchmarks.runtime.pin_visible_gpus), so a run asked for a GPU on a machine
+    without one falls back to the CPU instead of crashing. Memory grows as needed, the
+    graph variant's allow_growth, so processes that share a GPU do not each take all of it.
     """
     tf.config.threading.set_intra_op_parallelism_threads(config.intra_op_threads)
     tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_threads)
-    return "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
-
-
-class _EagerWeights:
-    """get_weights / set_weights (numpy, in `variables` order) of an eager network."""
-
-    variables: list
-
-    def get_weights(self) -> list[np.ndarray]:
-        return [v.numpy() for v in self.variables]
-
-    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
-        if len(weights) != len(self.variables):
-            raise ValueError(f"expected {len(self.variables)} arrays, got {len(weights)}")
-        for variable, value in zip(self.variables, weights):
-            variable.assign(value)
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    return "/GPU:0" if gpus else "/CPU:0"
 
 
 def eager_variable(name: str, shape, initializer) -> tf.Variable:
@@ -71,7 +71,7 @@ def eager_variable(name: str, shape, initializer) -> tf.Variable:
     return tf.Variable(initializer(shape, tf.float32), name=name)
 
 
-class ActorCritic(_EagerWeights, graph_model.ActorCriticMLP):
+class ActorCritic(graph_model.ActorCriticMLP):
     """a3c_graph.model.ActorCriticMLP with eager tf.Variables.
 
     Only the variable factory differs: the layers, the forward pass (__call__) and the
@@ -84,7 +84,7 @@ class ActorCritic(_EagerWeights, graph_model.ActorCriticMLP):
                          variable_factory=eager_variable)
 
 
-class ActorCriticCNN(_EagerWeights, graph_model.ActorCriticCNN):
+class ActorCriticCNN(graph_model.ActorCriticCNN):
     """a3c_graph.model.ActorCriticCNN with eager tf.Variables.
 
     Only the variable factory differs: the convolutions, layer sizes, variable order and
@@ -114,112 +114,142 @@ def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
     return ActorCritic(info.obs_shape, info.num_actions, config.hidden_sizes)
 
 
-def make_policy_step(model: TF2Network, info: EnvInfo, num_envs: int):
-    """tf.function: observations [B, *obs_shape] -> sampled actions [B] int32."""
-    obs_spec = tf.TensorSpec([num_envs, *info.obs_shape], tf.as_dtype(info.obs_dtype))
+class FlatWeights:
+    """The variables of a network as one flat float32 vector [N] (variables order, each
+    flattened row-major): read() and assign(flat) are one tf.function call each.
 
-    @tf.function(input_signature=[obs_spec])
-    def policy_step(observations):
-        logits, _ = model(observations)
-        return sample_actions(logits)
+    One eager assign per variable costs an op dispatch each (12 for the CartPole MLP,
+    per update); one vector is also one numpy array to pickle or hand to Ray.
+    """
 
-    return policy_step
+    def __init__(self, variables: Sequence[tf.Variable]):
+        self.variables = list(variables)
+        self.shapes = [v.shape for v in self.variables]
+        self.sizes = [int(np.prod(shape)) for shape in self.shapes]
+        self.spec = tf.TensorSpec([sum(self.sizes)], tf.float32)
+        self.read = tf.function(self.flatten_variables, input_signature=[])
+        self.assign = tf.function(self._assign, input_signature=[self.spec])
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes)
+
+    def flatten(self, tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+        """One tensor per variable -> the flat vector [N] (inside a tf.function)."""
+        return tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
+
+    def split(self, flat: tf.Tensor) -> list[tf.Tensor]:
+        """The flat vector [N] -> one tensor per variable, in its shape."""
+        return [tf.reshape(part, shape)
+                for part, shape in zip(tf.split(flat, self.sizes), self.shapes)]
+
+    def flatten_variables(self) -> tf.Tensor:
+        return self.flatten([v.read_value() for v in self.variables])
+
+    def _assign(self, flat):
+        for variable, value in zip(self.variables, self.split(flat)):
+            variable.assign(value)
+
+
+def make_rollout_function(model: TF2Network, recorder: RolloutRecorder):
+    """tf.function: () -> one T-step rollout of the recorder's B envs, in one call.
+
+    Inside, `for t in tf.range(T)` (a tf.while_loop once traced): the policy on the current
+    observations, then the env step through tf.numpy_function, which records row t of every
+    field (RolloutRecorder.step, the graph variant's own). The loop carries only the
+    observations; one more numpy_function hands the filled buffers over after it, and
+    depends on the last observation, so on every env step. Returns a dict of the
+    recorder's fields, tensors [T, B, ...] (a3c_graph.rollout's keys and meanings).
+    """
+    envs, fields, T = recorder.envs, recorder.fields, recorder.T
+    obs_dtype = tf.as_dtype(np.dtype(envs.info.obs_dtype))
+    obs_shape = [envs.num_envs, *envs.info.obs_shape]
+
+    def env_step(t, actions):
+        return recorder.step(t, actions).next_obs
+
+    def collect(_last_obs):
+        return recorder.collect()
+
+    @tf.function(input_signature=[])
+    def rollout():
+        obs = tf.ensure_shape(tf.numpy_function(envs.observe, [], obs_dtype, stateful=True),
+                              obs_shape)
+        for t in tf.range(T):
+            actions = sample_actions(model(obs)[0])
+            obs = tf.ensure_shape(
+                tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True), obs_shape)
+        buffers = tf.numpy_function(collect, [obs], [f.dtype for f in fields], stateful=True)
+        return {f.name: tf.ensure_shape(buffer, f.shape) for f, buffer in zip(fields, buffers)}
+
+    return rollout
 
 
 def learner_signature(fields: Sequence[RolloutField]) -> dict[str, tf.TensorSpec]:
-    """TensorSpecs of the rollout fields the loss reads; static shapes, as learner_loss needs."""
+    """TensorSpecs of the rollout fields the learner reads (those of the loss and the
+    finished episodes); static shapes, as learner_loss needs."""
+    keys = (*LEARNER_KEYS, "episode_returns")
     return {field.name: tf.TensorSpec(field.shape, field.dtype) for field in fields
-            if field.name in LEARNER_KEYS}
+            if field.name in keys}
 
 
-def make_gradient_step(model: TF2Network, config: A3CConfig, fields: Sequence[RolloutField]):
-    """tf.function: rollout -> (gradients clipped to config.grad_clip_norm, loss parts).
+def make_gradient_function(model: TF2Network, weights: FlatWeights, config: A3CConfig,
+                           fields: Sequence[RolloutField]):
+    """tf.function: rollout -> (flat gradients [N] clipped to config.grad_clip_norm, the
+    returns [K] of the episodes that ended in it (time-major, so in the order they ended,
+    as in the graph), loss parts).
 
-    fields: the rollout's (a RolloutRecorder's `fields`), which fix its T and B.
-
-    The gradients are of learner_loss on `model`, in `model.variables` order. A TF2 worker
-    sets the weights, collects a rollout and takes its gradients right after, so here they
-    are taken on the copy that acted; the graph variant takes them on its local copy, which
-    can have been refreshed since (a3c_graph.agent's docstring: the policy lag).
+    fields: the rollout's (a RolloutRecorder's `fields`), which fix its T and B. The
+    gradients are of learner_loss on `model` as it is when called (FlatWeights order). A
+    TF2 worker's learner, like the graph's, takes them on its local copy when it takes the
+    rollout from the queue, which can be newer than the copy that acted (a3c_graph.agent's
+    docstring: the policy lag).
     """
     signature = learner_signature(fields)
 
     @tf.function(input_signature=[signature])
-    def gradient_step(rollout):
+    def gradients_of(rollout):
         with tf.GradientTape() as tape:
             loss, parts = learner_loss(model, rollout, config)
         gradients = tape.gradient(loss, model.variables)
         clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
-        return clipped, {"loss": loss, "grad_norm": grad_norm, **parts}
+        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
+        finished = tf.boolean_mask(rollout["episode_returns"], done)
+        return weights.flatten(clipped), finished, {"loss": loss, "grad_norm": grad_norm,
+                                                    **parts}
 
-    return gradient_step
-
-
-def collect_rollout(recorder: RolloutRecorder, policy_step) -> dict[str, np.ndarray]:
-    """T steps of the recorder's B envs, one policy tf.function call per step; arrays
-    [T, B, ...], written by a3c_graph.rollout.RolloutRecorder as in the graph variant.
-
-    Keys and meanings are a3c_graph.rollout's: next_obs is the true s_{t+1} (the final
-    observation where an episode ended), which truncated episodes bootstrap from.
-    """
-    for t in range(recorder.T):
-        recorder.step(t, policy_step(recorder.envs.observe()).numpy())
-    return dict(zip(ROLLOUT_KEYS, recorder.collect()))
+    return gradients_of
 
 
 @dataclass
 class RolloutResult:
-    """What a worker sends to the parameter holder after one rollout."""
+    """worker -> parameter holder: what the worker learned from one rollout."""
 
-    gradients: list[np.ndarray]  # clipped, in the model's variables order
-    env_steps: int               # T * B
+    task: int
+    gradients: np.ndarray  # flat float32 [N], clipped (FlatWeights order); [0] acting only
+    env_steps: int  # T * B
     finished_returns: list[float]  # returns of the episodes that ended, oldest first
-    loss_parts: dict[str, float]
+    entropy: float | None  # the policy's mean entropy on the rollout; None acting only
 
 
-class RolloutLearner:
-    """A worker's half of A3C: a local copy of the network acts for one rollout and gives
-    the clipped gradients of that rollout; the caller syncs the copy (set_weights) first."""
+@dataclass
+class Reply:
+    """parameter holder -> worker: the flat weights after its update and the run's
+    counters, or the reason the worker stops (weights None then)."""
 
-    def __init__(self, config: A3CConfig, task: int, device: str):
-        seed = config.seed + 1000 * task  # the graph worker's seeds for task `task`
-        tf.random.set_seed(seed)
-        self.config = config
-        self.device = device
-        self.envs = EnvBatch(config.env, config.envs_per_worker, seed=seed,
-                             **env_options(config))
-        self.recorder = RolloutRecorder(self.envs, config.rollout_length)
-        with tf.device(device):
-            self.model = build_model(self.envs.info, config)
-            self.policy_step = make_policy_step(self.model, self.envs.info, self.envs.num_envs)
-            self.gradient_step = make_gradient_step(self.model, config, self.recorder.fields)
-
-    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
-        self.model.set_weights(weights)
-
-    def run_rollout(self) -> RolloutResult:
-        with tf.device(self.device):
-            rollout = collect_rollout(self.recorder, self.policy_step)
-            gradients, parts = self.gradient_step({key: rollout[key] for key in LEARNER_KEYS})
-        done = np.logical_or(rollout["terminated"], rollout["truncated"])
-        # Time-major boolean mask: episodes come out in the order they ended, as in the graph.
-        finished = rollout["episode_returns"][done]
-        return RolloutResult(
-            gradients=[g.numpy() for g in gradients],
-            env_steps=int(rollout["rewards"].size),
-            finished_returns=[float(r) for r in finished],
-            loss_parts={key: float(value) for key, value in parts.items()},
-        )
-
-    def close(self) -> None:
-        self.envs.close()
+    weights: np.ndarray | None
+    stats: dict[str, Any]
+    stop_reason: str | None
 
 
 class ParameterHolder:
-    """The network every worker trains, and the shared Adam optimizer that updates it.
+    """The network every worker trains, the shared Adam optimizer that updates it, and the
+    run's counters (benchmarks.runtime.RunStats) that say when each worker stops.
 
     The optimizer is tf.compat.v1.train.AdamOptimizer, the one the graph variant's ps runs
     (it works eagerly and inside tf.function), so both apply the very same update rule.
+    One tf.function call applies a flat gradient and returns the flat weights after the
+    update: one message each way per update, as the graph's transfer.moved.
     """
 
     def __init__(self, config: A3CConfig, device: str, info: EnvInfo | None = None):
@@ -227,25 +257,46 @@ class ParameterHolder:
         self.device = device
         info = info or env_info(config.env, **env_options(config))
         self.config = config
+        self.stats = RunStats(config)
         with tf.device(device):
             self.model = build_model(info, config)
+            self.weights = FlatWeights(self.model.variables)
             # A variable, so the traced update reads the annealed rate of each step.
             self.learning_rate = tf.Variable(config.learning_rate, trainable=False)
             self.optimizer = tf1.train.AdamOptimizer(self.learning_rate,
                                                      epsilon=config.adam_epsilon)
-        specs = [tf.TensorSpec(v.shape, v.dtype) for v in self.model.variables]
-        # Adam's slots are created on the first (only) trace, which tf.function allows.
-        self._apply = tf.function(self._apply_gradients, input_signature=[specs])
+            # Adam's slots are created on the first (only) trace, which tf.function allows.
+            self._apply = tf.function(self._apply_and_read, input_signature=[
+                self.weights.spec, tf.TensorSpec([], tf.float32)])
+            self._apply.get_concrete_function()  # traced in start-up
 
-    def _apply_gradients(self, gradients):
-        self.optimizer.apply_gradients(zip(gradients, self.model.variables))
+    def _apply_and_read(self, flat_gradients, learning_rate):
+        self.learning_rate.assign(learning_rate)
+        self.optimizer.apply_gradients(zip(self.weights.split(flat_gradients),
+                                           self.model.variables))
+        return self.weights.flatten_variables()
 
-    def apply_gradients(self, gradients: Sequence[np.ndarray], env_steps: int) -> None:
-        """Apply one update, at the learning rate of `env_steps` env steps so far (the
-        global count before this update's steps, as on the graph variant's ps)."""
+    def initial(self) -> Reply:
+        """The initial weights every worker starts from."""
         with tf.device(self.device):
-            self.learning_rate.assign(self.config.learning_rate_at(env_steps))
-            self._apply(list(gradients))
+            return Reply(self.weights.read().numpy(), self.stats.snapshot(), None)
 
-    def get_weights(self) -> list[np.ndarray]:
-        return self.model.get_weights()
+    def update(self, result: RolloutResult) -> Reply:
+        """Apply one worker's update, at the learning rate of the env steps so far (the
+        global count before this update's steps, as on the graph variant's ps), unless the
+        run has decided to stop; the weights after it, or why this worker stops."""
+        weights = None
+        if self.stats.stop_reason is None:  # not after the decision to stop
+            if result.gradients.size:  # acting only (--learn false): counted, not applied
+                learning_rate = np.float32(self.config.learning_rate_at(self.stats.env_steps))
+                with tf.device(self.device):
+                    weights = self._apply(result.gradients, learning_rate).numpy()
+            self.stats.record(result.task, result.env_steps, result.finished_returns)
+        reason = self.stats.stop_reason_for(result.task)
+        return Reply(None if reason else weights, self.stats.snapshot(), reason)
+
+    def request_stop(self, reason: str) -> None:
+        """Stop the run from outside (a signal, the deadline): every worker is told so with
+        the reply to its next update."""
+        if self.stats.stop_reason is None:
+            self.stats.stop_reason = reason

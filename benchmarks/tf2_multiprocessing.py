@@ -7,13 +7,16 @@ Process design (all children use the `spawn` start method: forking a process tha
 imported TF hangs, so this main process never imports TF; each child imports it itself,
 after choosing its device with CUDA_VISIBLE_DEVICES):
 
-    worker i:  sync the local copy from the last weights it was sent, collect one rollout
-               (T steps of B envs), compute clipped gradients, put them (numpy) on the
-               shared gradient queue, and wait for fresh weights on its own queue.
-    ps:        take gradients in arrival order from every worker, apply them with the
-               shared Adam, count steps/episodes, and send the applying worker fresh
-               weights with the global counters on that worker's queue; once the run is
-               solved or out of budget, the reply tells the worker to stop instead.
+    worker i:  benchmarks.tf2_worker: --actor-threads actor threads put whole rollouts (one
+               tf.function call each) on a queue.Queue(maxsize=--queue-capacity); the
+               learner takes the next one, puts its clipped gradients (one flat numpy
+               array) on the shared gradient queue, and sets its local copy from the flat
+               weights that come back on its own queue, while the actors go on acting.
+    ps:        take gradients in arrival order from every worker, apply each with the
+               shared Adam and send the applying worker the weights after it with the
+               global counters, on that worker's queue (tf2_common.ParameterHolder: one
+               tf.function call); once the run is solved, or the worker's budget is spent,
+               the reply tells the worker to stop instead. The ps runs on the CPU.
 
 Like the graph variant, each worker writes progress/worker_<i>.json with the global
 counters it was last sent, and this main process writes summary.json and prints it as the
@@ -49,59 +52,31 @@ POLL_SECS = 0.2
 JOIN_TIMEOUT_SECS = 15.0
 
 
-@dataclass
-class GradientMessage:
-    """worker -> ps: the gradients of one rollout and what it counted."""
-
-    task: int
-    gradients: list  # numpy arrays, ActorCritic.variables order
-    env_steps: int
-    finished_returns: list[float]
-
-
-@dataclass
-class Reply:
-    """ps -> worker: fresh weights and the global counters, or the reason to stop."""
-
-    weights: list | None
-    stats: dict[str, Any]
-    stop_reason: str | None
-
-
 # --------------------------------------------------------------------------- children
 
-def parameter_server_main(config: A3CConfig, num_workers: int, gpus: Sequence[str],
-                          gradient_queue, weight_queues, stop_event) -> None:
+def parameter_server_main(config: A3CConfig, num_workers: int, gradient_queue,
+                          weight_queues, stop_event) -> None:
     """Process target of the ps: apply gradients until every worker was told to stop."""
-    runtime.pin_visible_gpus(gpus, 0)
+    runtime.pin_visible_gpus((), 0)  # the ps runs on the CPU, as the graph variant's
     from benchmarks import tf2_common  # TF is imported here, in the child, never in main
 
     holder = tf2_common.ParameterHolder(config, tf2_common.configure_tensorflow(config))
-    stats = runtime.RunStats(config)
-    weights = holder.get_weights()
+    first = holder.initial()
     for weight_queue in weight_queues:
-        weight_queue.put(Reply(weights, stats.snapshot(), None))
-
+        weight_queue.put(first)
     told_to_stop: set[int] = set()
     while len(told_to_stop) < num_workers and not stop_event.is_set():
         try:
-            message: GradientMessage = gradient_queue.get(timeout=GET_TIMEOUT_SECS)
+            result = gradient_queue.get(timeout=GET_TIMEOUT_SECS)
         except queue.Empty:
             continue
-        # Gradients that arrive after the decision to stop are not applied.
-        if stats.stop_reason is None:
-            holder.apply_gradients(message.gradients, stats.env_steps)
-            stats.record(message.env_steps, message.finished_returns)
-            stats.check_stop()
-        if stats.stop_reason is not None:
-            told_to_stop.add(message.task)
-            reply = Reply(None, stats.snapshot(), stats.stop_reason)
-        else:
-            reply = Reply(holder.get_weights(), stats.snapshot(), None)
-        weight_queues[message.task].put(reply)
+        reply = holder.update(result)
+        if reply.stop_reason is not None:
+            told_to_stop.add(result.task)
+        weight_queues[result.task].put(reply)
 
 
-def _next_reply(weight_queue, stop_event) -> Reply | None:
+def _next_reply(weight_queue, stop_event):
     """The ps's next reply, or None once the run is being stopped from outside."""
     while not stop_event.is_set():
         try:
@@ -114,35 +89,27 @@ def _next_reply(weight_queue, stop_event) -> Reply | None:
 def worker_main(task: int, config: A3CConfig, gpus: Sequence[str], logdir: str,
                 gradient_queue, weight_queue, stop_event) -> None:
     """Process target of worker `task`: rollouts and gradients until the ps says stop."""
-    runtime.pin_visible_gpus(gpus, task + 1)
-    progress = ProgressFile(logdir, task, float(config.target_return),
-                                    config.progress_secs)
+    runtime.pin_visible_gpus(gpus, task)
+    progress = ProgressFile(logdir, task, float(config.target_return), config.progress_secs)
     progress.write("starting")
-    from benchmarks import tf2_common  # TF is imported here, in the child, never in main
+    from benchmarks import tf2_common, tf2_worker  # TF is imported here, never in main
 
-    learner = tf2_common.RolloutLearner(config, task, tf2_common.configure_tensorflow(config))
-    reason = "signal"
-    reply = _next_reply(weight_queue, stop_event)
-    progress.start_training()
-    while reply is not None:
-        learner.set_weights(reply.weights)
-        result = learner.run_rollout()
-        gradient_queue.put(GradientMessage(task, result.gradients, result.env_steps,
-                                           result.finished_returns))
-        reply = _next_reply(weight_queue, stop_event)
-        if reply is None:
-            break
-        progress.update(reply.stats, result.env_steps)
-        if reply.stop_reason is not None:
-            reason = reply.stop_reason
-            break
-        if progress.due():
-            progress.write("running")
+    worker = tf2_worker.TF2Worker(config, task, tf2_common.configure_tensorflow(config))
+    first = _next_reply(weight_queue, stop_event)
+    if first is None:
+        worker.stop()
+        progress.write("done", stop_reason="signal")
+        return
+    worker.set_weights(first.weights)
+
+    def exchange(result):
+        gradient_queue.put(result)
+        return _next_reply(weight_queue, stop_event)
+
+    reason = tf2_worker.train(worker, progress, exchange, stop_event.is_set)
     if reason == "signal":
         # The ps may be gone and never read our last message: don't wait to flush it.
         gradient_queue.cancel_join_thread()
-    progress.write("done", stop_reason=reason)
-    learner.close()
 
 
 # --------------------------------------------------------------------------- main
@@ -165,8 +132,8 @@ def start_processes(run: runtime.VariantRun, ctx) -> tuple[list, Channels]:
     channels = Channels(ctx.Queue(), [ctx.Queue() for _ in range(run.workers)], ctx.Event())
     processes = [ctx.Process(
         target=parameter_server_main, name="ps", daemon=True,
-        args=(run.config, run.workers, run.gpus, channels.gradient_queue,
-              channels.weight_queues, channels.stop_event))]
+        args=(run.config, run.workers, channels.gradient_queue, channels.weight_queues,
+              channels.stop_event))]
     for task in range(run.workers):
         processes.append(ctx.Process(
             target=worker_main, name=f"worker_{task}", daemon=True,
@@ -177,8 +144,8 @@ def start_processes(run: runtime.VariantRun, ctx) -> tuple[list, Channels]:
     return processes, channels
 
 
-def supervise(processes: list, stop_event, signals: StopSignals,
-              deadline: float) -> tuple[int, str | None]:
+def supervise(processes: list, stop_event, signals: StopSignals, run: runtime.VariantRun,
+              started: float) -> tuple[int, str | None]:
     """Wait for the workers to stop; (exit code, stop reason that overrides theirs)."""
     ps, workers = processes[0], processes[1:]
     while True:
@@ -196,7 +163,7 @@ def supervise(processes: list, stop_event, signals: StopSignals,
         if ps.exitcode == 0:
             # The ps only ends after telling every worker to stop; they are on their way.
             stop_event.set()
-        if time.monotonic() >= deadline:
+        if runtime.past_backstop(run, started):
             stop_event.set()
             return 0, "deadline"
         time.sleep(POLL_SECS)
@@ -232,8 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         processes, channels = start_processes(run, ctx)
         print(f"{PROG}: started 1 ps + {run.workers} worker process(es), target return "
               f"{describe_target(run.config.target_return)}", flush=True)
-        deadline = time.monotonic() + run.config.max_seconds + runtime.DEADLINE_GRACE_SECS
-        exit_code, reason = supervise(processes, channels.stop_event, signals, deadline)
+        exit_code, reason = supervise(processes, channels.stop_event, signals, run, started)
     finally:
         # Every path, including a bug above, ends with no child left running.
         if channels is not None:

@@ -2,16 +2,22 @@
 
     python -m benchmarks.tf2_ray --workers 2 --logdir D [A3C flags] [--gpus 0,1] [--allow-remote]
 
-Process design:
+Process design (what Ray's documentation recommends for a parameter server: one actor
+method call per update, arguments by value, numpy arrays zero-copy):
 
-    WorkerActor i:   pull the weights (ParameterActor.get_weights) into its local copy
-                     (set_weights), collect one rollout (T steps of B envs), compute clipped
-                     gradients, push them with ray.put + ParameterActor.apply_gradients, and
-                     pull fresh weights in the same round trip. It loops inside one
-                     long-running `train` call until the parameter actor says stop.
-    ParameterActor:  applies gradients in arrival order with the shared Adam (Ray runs one
-                     actor's calls one at a time, so no update races another), counts
-                     steps/episodes, and decides when the run is solved or out of budget.
+    WorkerActor i:   benchmarks.tf2_worker inside one long-running `train` call:
+                     --actor-threads actor threads put whole rollouts (one tf.function call
+                     each) on a queue.Queue(maxsize=--queue-capacity); the learner takes the
+                     next one and makes one call, ParameterActor.update, with the clipped
+                     gradients as one flat numpy array passed by value (Ray inlines small
+                     arguments and moves large ones through its object store itself; a
+                     ray.put of an object used once only adds a round trip), and sets its
+                     local copy from the flat weights that call returns, with one
+                     tf.function call, while the actors go on acting.
+    ParameterActor:  applies each update with the shared Adam and returns the weights after
+                     it in the same call (Ray runs one actor's calls one at a time, so no
+                     update races another), counts steps/episodes, and decides when each
+                     worker stops (tf2_common.ParameterHolder). It runs on the CPU.
 
 The driver (this module's main) never imports TF: each actor imports it in its own process
 after choosing its device, and only numpy weights and gradients cross process boundaries.
@@ -31,7 +37,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import ray
 
@@ -57,29 +62,22 @@ OBJECT_STORE_BYTES = 128 * 1024**2
 class ParameterActor:
     """The network every worker trains, the shared Adam, and the run's global counters."""
 
-    def __init__(self, config: A3CConfig, gpus: Sequence[str]):
-        runtime.pin_visible_gpus(gpus, 0)
+    def __init__(self, config: A3CConfig):
+        runtime.pin_visible_gpus((), 0)  # the ps runs on the CPU, as the graph variant's
         from benchmarks import tf2_common  # TF is imported in the actor, never the driver
 
         self.holder = tf2_common.ParameterHolder(config, tf2_common.configure_tensorflow(config))
-        self.stats = runtime.RunStats(config)
 
-    def get_weights(self) -> list:
-        return self.holder.get_weights()
+    def initial(self):
+        return self.holder.initial()
 
-    def apply_gradients(self, gradients: list, env_steps: int,
-                        finished_returns: list[float]) -> dict[str, Any]:
-        """Apply one rollout's gradients unless the run is stopping; the counters after it."""
-        if self.stats.stop_reason is None:
-            self.holder.apply_gradients(gradients, self.stats.env_steps)
-            self.stats.record(env_steps, finished_returns)
-            self.stats.check_stop()
-        return {**self.stats.snapshot(), "stop_reason": self.stats.stop_reason}
+    def update(self, result):
+        """Apply one worker's update (tf2_common.RolloutResult); its Reply."""
+        return self.holder.update(result)
 
     def request_stop(self, reason: str) -> None:
-        """From the driver (a signal): workers learn it from their next apply_gradients."""
-        if self.stats.stop_reason is None:
-            self.stats.stop_reason = reason
+        """From the driver (a signal, the deadline): workers learn it from their next reply."""
+        self.holder.request_stop(reason)
 
 
 @ray.remote(num_cpus=1)
@@ -87,38 +85,23 @@ class WorkerActor:
     """One worker: envs, a local copy of the network, and its progress file."""
 
     def __init__(self, task: int, config: A3CConfig, gpus: Sequence[str], logdir: str):
-        runtime.pin_visible_gpus(gpus, task + 1)
+        runtime.pin_visible_gpus(gpus, task)
         self.progress = ProgressFile(Path(logdir), task, float(config.target_return),
-                                             config.progress_secs)
+                                     config.progress_secs)
         self.progress.write("starting")
-        from benchmarks import tf2_common  # TF is imported in the actor, never the driver
+        from benchmarks import tf2_common, tf2_worker  # TF is imported in the actor
 
-        self.learner = tf2_common.RolloutLearner(config, task,
-                                                 tf2_common.configure_tensorflow(config))
+        self.worker = tf2_worker.TF2Worker(config, task, tf2_common.configure_tensorflow(config))
 
     def train(self, parameters) -> str:
         """Rollouts until the parameter actor says stop; returns its stop reason."""
-        weights = ray.get(parameters.get_weights.remote())
-        self.progress.start_training()
-        while True:
-            self.learner.set_weights(weights)
-            result = self.learner.run_rollout()
-            gradients = ray.put(result.gradients)
-            # One actor's calls from one caller run in order: the weights come after the
-            # update, and both arrive in one round trip.
-            stats_ref = parameters.apply_gradients.remote(gradients, result.env_steps,
-                                                          result.finished_returns)
-            weights_ref = parameters.get_weights.remote()
-            stats, weights = ray.get([stats_ref, weights_ref])
-            self.progress.update(stats, result.env_steps)
-            if stats["stop_reason"] is not None:
-                reason = stats["stop_reason"]
-                break
-            if self.progress.due():
-                self.progress.write("running")
-        self.progress.write("done", stop_reason=reason)
-        self.learner.close()
-        return reason
+        from benchmarks import tf2_worker  # imported by __init__ already
+
+        self.worker.set_weights(ray.get(parameters.initial.remote()).weights)
+        # One call per update: the gradients go by value, the weights after it come back.
+        return tf2_worker.train(self.worker, self.progress,
+                                lambda result: ray.get(parameters.update.remote(result)),
+                                lambda: False)
 
 
 def start_ray(num_cpus: int) -> None:
@@ -133,14 +116,15 @@ def start_ray(num_cpus: int) -> None:
 
 
 def wait_for_workers(pending: list, parameters, signals: StopSignals,
-                     deadline: float) -> tuple[int, str | None]:
+                     run: runtime.VariantRun, started: float) -> tuple[int, str | None]:
     """Wait for every worker's `train` call; (exit code, stop reason that overrides theirs)."""
     stop_by: float | None = None
     exit_code, reason = 0, None
     while pending:
         done, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_SECS)
         ray.get(done)  # re-raises a worker's exception here
-        if stop_by is None and (signals.received is not None or time.monotonic() >= deadline):
+        if stop_by is None and (signals.received is not None
+                                or runtime.past_backstop(run, started)):
             if signals.received is not None:
                 exit_code, reason = signals.exit_code, "interrupted"
             else:
@@ -165,14 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ray's core worker installs a crash handler for SIGTERM in the driver that kills it
         # on the spot; ours stops the actors in order and still writes the summary.
         signals.install()
-        parameters = ParameterActor.remote(run.config, run.gpus)
+        parameters = ParameterActor.remote(run.config)
         workers = [WorkerActor.remote(task, run.config, run.gpus, str(run.logdir))
                    for task in range(run.workers)]
         pending = [worker.train.remote(parameters) for worker in workers]
         print(f"{PROG}: started Ray with 1 parameter actor + {run.workers} worker actor(s), "
               f"target return {describe_target(run.config.target_return)}", flush=True)
-        deadline = time.monotonic() + run.config.max_seconds + runtime.DEADLINE_GRACE_SECS
-        exit_code, reason = wait_for_workers(pending, parameters, signals, deadline)
+        exit_code, reason = wait_for_workers(pending, parameters, signals, run, started)
     except ray.exceptions.RayError as error:
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"{PROG}: error: an actor failed: {first}", file=sys.stderr, flush=True)

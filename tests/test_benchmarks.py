@@ -2,7 +2,8 @@
 
 The smoke tests run `python -m benchmarks.run` for one variant each, a few seconds of
 training with one worker, and check what a user reads afterwards: a complete record per
-run, the results files and plots, and no process of the run left on the machine. No test
+run, the results files and plots, the one clock's accounting rules on the run's own
+records (a3c_graph.progress), and no process of the run left on the machine. No test
 asserts a speed.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +27,12 @@ sys.path.insert(0, str(REPO))
 
 from a3c_graph.cli import UsageError  # noqa: E402
 from a3c_graph.config import A3CConfig  # noqa: E402
-from a3c_graph.progress import ProgressFile, Totals, read_progress, run_totals  # noqa: E402
+from a3c_graph.progress import (  # noqa: E402
+    ProgressFile,
+    read_history,
+    read_progress,
+    run_totals,
+)
 from benchmarks import run as bench_run  # noqa: E402
 from benchmarks import runtime  # noqa: E402
 from tests import ground_truth  # noqa: E402
@@ -42,12 +49,6 @@ SMOKE_TIMEOUT_SECS = 240
 
 # --------------------------------------------------------------------------- harness, pure
 
-def totals(time: float, env_steps: int) -> Totals:
-    """A progress reading with these counters (every other field empty)."""
-    empty = dict.fromkeys(f.name for f in dataclasses.fields(Totals))
-    return Totals(**{**empty, "time": time, "env_steps": env_steps})
-
-
 def test_runs_are_interleaved_seed_by_seed_then_scaling():
     runs = bench_run.plan_runs(["graph", "tf2_mp"], seeds=2, base_seed=5, workers=2,
                                max_seconds=300, scaling=[1, 4], scaling_seconds=60)
@@ -63,25 +64,55 @@ def test_ceiling_runs_follow_each_seed_and_only_they_act_without_learning(tmp_pa
                                max_seconds=300, scaling=[], scaling_seconds=60,
                                ceiling_seconds=30)
     assert [(r.phase, r.variant, r.seed, r.max_seconds) for r in runs] == [
-        ("main", "graph", 5, 300), ("main", "tf2_mp", 5, 300), ("ceiling", "graph", 5, 30),
-        ("main", "graph", 6, 300), ("main", "tf2_mp", 6, 300), ("ceiling", "graph", 6, 30)]
-    commands = [bench_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:3]]
-    assert ["--learn=False" in c for c in commands] == [False, False, True]
+        ("main", "graph", 5, 300), ("main", "tf2_mp", 5, 300),
+        ("ceiling", "graph", 5, 30), ("ceiling", "tf2_mp", 5, 30),
+        ("main", "graph", 6, 300), ("main", "tf2_mp", 6, 300),
+        ("ceiling", "graph", 6, 30), ("ceiling", "tf2_mp", 6, 30)]
+    commands = [bench_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:4]]
+    assert ["--learn=False" in c for c in commands] == [False, False, True, True]
 
 
-def test_ceiling_needs_the_graph_variant_and_tf2_variants_refuse_acting_only():
-    with pytest.raises(UsageError, match="--ceiling measures the graph variant"):
-        bench_run.parse_args(["--ceiling", "--variants", "tf2_mp"])
-    with pytest.raises(ValueError, match="graph-only"):
-        runtime.check_tf2_network(A3CConfig(learn=False))
+def test_every_variant_has_an_acting_ceiling():
+    bench_run.parse_args(["--ceiling", "--variants", "tf2_mp"])
+    runtime.check_tf2_config(A3CConfig(learn=False))  # the TF2 variants act only too
 
 
-def test_steps_per_sec_starts_at_the_first_counted_step():
-    # Start-up (no env steps yet) is left out: 3000 steps in the 2 s after the first count.
-    progress = [totals(100.0, 0), totals(110.0, 1000), totals(111.0, 2500), totals(112.0, 4000)]
-    assert bench_run.steps_per_sec(progress) == pytest.approx(1500.0)
-    assert bench_run.startup_seconds(progress, launched=95.0) == pytest.approx(15.0)
-    assert bench_run.steps_per_sec(progress[:2]) is None  # one counted report has no rate
+def row(task: int, time: float, env_steps: int, state: str = "running",
+        training_started: float | None = None, **extra) -> dict:
+    """One progress report as a worker appends it to its history (a3c_graph.progress)."""
+    return {"task": task, "time": time, "state": state, "env_steps": env_steps,
+            "training_started": training_started, "stop_reason": None, **extra}
+
+
+# Two workers: worker 0's first update is applied at 110 and reported at once, worker 1's at
+# 110.5; they report every 2 s, and stop (final reports) at 125 and 125.4, before teardown.
+HISTORY = [
+    row(0, 101.0, 0, "starting"), row(1, 101.2, 0, "starting"),
+    row(0, 110.0, 256, training_started=110.0), row(1, 110.5, 512, training_started=110.5),
+    row(0, 112.0, 8_000, training_started=110.0),
+    row(1, 125.4, 60_256, "done", training_started=110.5, stop_reason="max_seconds"),
+    row(0, 125.0, 60_000, "done", training_started=110.0, stop_reason="max_seconds"),
+]
+HISTORY.sort(key=lambda r: r["time"])
+
+
+def test_start_up_ends_at_the_runs_first_applied_update():
+    assert bench_run.training_started(HISTORY) == 110.0
+    assert bench_run.startup_seconds(HISTORY, launched=95.0) == pytest.approx(15.0)
+    assert bench_run.startup_seconds(HISTORY[:2], launched=95.0) is None  # none trained
+
+
+def test_steps_per_sec_runs_from_the_first_update_to_the_final_report():
+    # From the report at the first update (256 steps at 110.0) to the newest (125.4).
+    assert bench_run.steps_per_sec(HISTORY) == pytest.approx((60_256 - 256) / 15.4)
+    assert bench_run.stopped_at(HISTORY) == 125.4
+    assert bench_run.steps_per_sec(HISTORY[:3]) is None  # one training report has no rate
+
+
+def test_the_first_solved_report_times_the_solve():
+    history = [*HISTORY[:5], row(1, 113.0, 9_000, "done", 110.5, stop_reason="solved"),
+               row(0, 113.5, 9_000, "done", 110.0, stop_reason="solved")]
+    assert bench_run.solve_report(history)["time"] == 113.0
 
 
 def test_graph_runs_through_the_users_launcher_with_the_shared_flags(tmp_path):
@@ -110,6 +141,7 @@ def fake_record(variant: str, phase: str, seed: int, workers: int, rate: float,
                   seed=seed, workers=workers, steps_per_sec=rate, frame_skip=frame_skip,
                   frames_per_sec=rate * frame_skip, solved=solve_time is not None,
                   time_to_solve_s=solve_time, startup_s=5.0, peak_memory_mb=1000.0,
+                  max_seconds=300.0, time_to_solve_or_budget_s=solve_time or 305.0,
                   return_curve=[[6.0, 100, 20.0], [9.0, 5000, 80.0]], processes=[],
                   leftover_processes=[])
     return record
@@ -133,42 +165,82 @@ def test_results_table_medians_and_plots(tmp_path):
     assert medians["graph"]["time_to_solve_s"] == 50.0  # over the solved runs only
     assert medians["tf2_mp"]["time_to_solve_s"] is None
     assert medians["graph"]["frames_per_sec"] == 2000.0  # CartPole: one frame per step
-    assert "| graph | 3 | 2/3 | 2,000 | 2,000 | 50.0 s |" in markdown
+    # Every seed: the unsolved one counts as its start-up plus budget (305 s).
+    assert medians["graph"]["time_to_solve_or_budget_s"] == 60.0
+    assert "| graph | 3 | 2/3 | 2,000 | 2,000 | 50.0 s | 60.0 s |" in markdown
+    assert "| 1 | > 305.0 s | - |" in markdown  # the per-seed table
     assert "| agent steps/s | frames/s |" in markdown
     assert "| graph | 900 | 2,500 |" in markdown  # scaling: 1 and 4 workers
     plots = bench_run.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png", "scaling.png"]
 
 
-def test_results_give_the_graph_variants_ratios_and_its_share_of_the_acting_ceiling(tmp_path):
+def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_ceiling(tmp_path):
     records = [fake_record("graph", "main", 0, 2, 3000.0, 20.0),
                fake_record("tf2_mp", "main", 0, 2, 1000.0, 80.0),
                fake_record("tf2_ray", "main", 0, 2, 1500.0, None),
                fake_record("graph", "ceiling", 0, 2, 4000.0, None),
-               fake_record("graph", "ceiling", 1, 2, 6000.0, None)]
+               fake_record("graph", "ceiling", 1, 2, 6000.0, None),
+               fake_record("tf2_mp", "ceiling", 0, 2, 2000.0, None)]
     settings = {"env": "CartPole-v1", "workers": 2, "seeds": 1, "max_seconds": 300.0,
                 "scaling_seconds": 60.0, "ceiling_seconds": 30.0}
     variants = ["graph", "tf2_mp", "tf2_ray"]
     markdown = bench_run.write_results(tmp_path, settings, bench_run.machine_info(), records,
                                        variants)
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data["graph_versus"] == {"tf2_mp": {"steps_per_sec": 3.0, "time_to_solve": 0.25},
-                                    "tf2_ray": {"steps_per_sec": 2.0, "time_to_solve": None}}
-    assert data["ceiling"] == {"runs": 2, "steps_per_sec": 5000.0,
-                               "training_steps_per_sec": 3000.0, "training_share": 0.6}
+    assert data["graph_versus"] == {
+        "tf2_mp": {"steps_per_sec": 3.0, "time_to_solve": 0.25, "time_to_solve_or_budget": 0.25},
+        "tf2_ray": {"steps_per_sec": 2.0, "time_to_solve": None,
+                    "time_to_solve_or_budget": round(20.0 / 305.0, 2)}}
+    assert data["ceiling"] == {
+        "graph": {"runs": 2, "steps_per_sec": 5000.0, "training_steps_per_sec": 3000.0,
+                  "training_share": 0.6},
+        "tf2_mp": {"runs": 1, "steps_per_sec": 2000.0, "training_steps_per_sec": 1000.0,
+                   "training_share": 0.5}}
     assert data["medians"]["graph"]["runs"] == 1  # ceiling runs are not training runs
-    assert "| tf2_mp | 3.00 | 0.25 |" in markdown
-    assert "5,000 steps/s; training runs reach 3,000 steps/s, 60 % of it" in markdown
+    assert "| tf2_mp | 3.00 | 0.25 | 0.25 |" in markdown
+    assert "| graph | 2 | 5,000 | 3,000 | 60 % |" in markdown
+    assert "| tf2_mp | 1 | 2,000 | 1,000 | 50 % |" in markdown
     assert bench_run.plot_results(tmp_path, records, variants, 475.0)
 
 
+def test_the_median_of_every_seed_gets_a_distribution_free_interval():
+    # 10 seeds at 95 %: from the 2nd to the 9th smallest (binomial coverage 97.9 %).
+    assert bench_run.median_interval([float(v) for v in range(10, 0, -1)]) == [2.0, 9.0]
+    assert bench_run.median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) is None  # too few seeds
+    assert bench_run.median_interval([1.0, None, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.0, 6.0]
+
+
+def write_history(logdir: Path, history: list[dict]) -> None:
+    """The progress files of a run whose workers wrote `history` (oldest first)."""
+    (logdir / "progress").mkdir(parents=True)
+    for report in history:
+        path = logdir / "progress" / f"worker_{report['task']}.json"
+        path.write_text(json.dumps(report))
+        with open(path.with_suffix(".jsonl"), "a") as lines:
+            lines.write(json.dumps(report) + "\n")
+
+
+def test_records_keep_the_one_clocks_accounting(tmp_path):
+    write_history(tmp_path, HISTORY)
+    sampler = bench_run.Sampler(root_pid=0, peak_pss=300 * 2**20, peak_rss=900 * 2**20)
+    spec = bench_run.RunSpec("graph", seed=0, workers=2, max_seconds=15, phase="main")
+    record = bench_run.build_record(spec, ["cmd"], tmp_path, tmp_path / "log", 0, 95.0, 131.0,
+                                    sampler, [], None)
+    assert tuple(record) == bench_run.RECORD_KEYS
+    assert (record["launched"], record["training_started"]) == (95.0, 110.0)
+    assert (record["startup_s"], record["stopped_s"], record["wall_s"]) == (15.0, 30.4, 36.0)
+    assert record["steps_per_sec"] == round((60_256 - 256) / 15.4, 1)
+    assert (record["peak_memory_mb"], record["peak_rss_mb"]) == (300.0, 900.0)  # PSS first
+    assert [point[0] for point in record["return_curve"]] == [15.0, 15.5, 17.0, 30.0, 30.4]
+
+
 def test_records_carry_frames_per_sec_from_the_envs_frame_skip(tmp_path):
-    sampler = bench_run.Sampler(root_pid=0, logdir=tmp_path, launched=95.0,
-                                progress=[totals(100.0, 1000), totals(102.0, 2000)])
+    write_history(tmp_path, [row(0, 100.0, 1000, training_started=100.0),
+                             row(0, 102.0, 2000, training_started=100.0)])
     spec = bench_run.RunSpec("graph", seed=0, workers=2, max_seconds=120, phase="main")
     record = bench_run.build_record(spec, ["cmd"], tmp_path, tmp_path / "log", 0, 95.0, 103.0,
-                                    sampler, [], None, frame_skip=4)
-    assert tuple(record) == bench_run.RECORD_KEYS
+                                    bench_run.Sampler(root_pid=0), [], None, frame_skip=4)
     assert (record["steps_per_sec"], record["frame_skip"], record["frames_per_sec"]) == (
         500.0, 4, 2000.0)
     assert "500 agent steps/s, 2,000 frames/s" in bench_run._run_line(record)
@@ -232,17 +304,30 @@ def test_tf2_variants_read_gpus_as_the_launcher_does(monkeypatch, spec, cuda_vis
 def test_run_stats_stop_with_the_graph_workers_rule(tmp_path):
     config = A3CConfig(target_return=50.0)
     stats = runtime.RunStats(config)
-    stats.record(256, [60.0] * 99)
-    assert stats.check_stop() is None  # 99 episodes are not enough to call it solved
-    stats.record(256, [60.0, 10.0])  # the window holds the newest 100
+    stats.record(0, 256, [60.0] * 99)
+    assert stats.stop_reason_for(0) is None  # 99 episodes are not enough to call it solved
+    stats.record(1, 256, [60.0, 10.0])  # the window holds the newest 100
     assert stats.snapshot()["mean_return_100"] == pytest.approx((98 * 60 + 60 + 10) / 100)
-    assert stats.check_stop() == "solved"
+    assert stats.stop_reason_for(1) == "solved"
+    assert stats.stop_reason_for(0) == "solved"  # solved stops the whole run
 
     progress = ProgressFile(tmp_path, 0, 50.0, progress_secs=1.0)
     progress.update(stats.snapshot(), 512)
     progress.write("done", stop_reason="solved")
     read = run_totals(read_progress(tmp_path))  # what the launcher and the harness read
     assert (read.env_steps, read.episodes, read.solved) == (512, 101, True)
+
+
+def test_each_tf2_worker_spends_its_own_budget_and_a_solve_stops_them_all():
+    # As graph workers: --max-seconds count from each worker's own first applied update.
+    stats = runtime.RunStats(A3CConfig(max_seconds=50.0, target_return=50.0))
+    stats.record(0, 256, [])
+    stats.record(1, 256, [])
+    stats.first_update[0] -= 51.0  # worker 0 has trained for 51 s, worker 1 just began
+    assert (stats.stop_reason_for(0), stats.stop_reason_for(1)) == ("max_seconds", None)
+    assert stats.stop_reason is None  # the run goes on with worker 1
+    stats.record(1, 256, [60.0] * 100)
+    assert (stats.stop_reason_for(1), stats.stop_reason_for(0)) == ("solved", "solved")
 
 
 @pytest.mark.parametrize("module", [
@@ -275,6 +360,52 @@ def test_tf2_variant_bad_flags_end_in_one_line(tmp_path, flags, words):
     assert not (tmp_path / "run").exists()
 
 
+# --------------------------------------------------------------------------- shared flags
+
+TF2_MODULES = ["benchmarks.tf2_multiprocessing", pytest.param(
+    "benchmarks.tf2_ray", marks=pytest.mark.skipif(not HAS_RAY, reason="no ray"))]
+
+
+def test_every_shared_flag_is_honoured_or_refused_by_the_tf2_variants():
+    # The graph variant is the reference: it honours every flag. A new flag must be put on
+    # one side for the TF2 variants, or this fails.
+    names = {f.name for f in dataclasses.fields(A3CConfig)}
+    assert runtime.TF2_HONOURED | set(runtime.TF2_REFUSED) == names
+    assert not runtime.TF2_HONOURED & set(runtime.TF2_REFUSED)
+
+
+@pytest.mark.parametrize("module", TF2_MODULES)
+@pytest.mark.parametrize("flag, value", [("--checkpoint-secs", "5"),
+                                         ("--connect-timeout", "30"), ("--policy", "lstm")])
+def test_tf2_variants_refuse_the_flags_they_cannot_honour_in_one_line(tmp_path, module, flag,
+                                                                      value):
+    result = subprocess.run([sys.executable, "-m", module, "--logdir", str(tmp_path / "run"),
+                             f"{flag}={value}"], cwd=REPO, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0] and "graph" in lines[0], result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_harness_refuses_a_flag_its_tf2_variants_cannot_honour_before_any_run():
+    with pytest.raises(UsageError, match="--checkpoint-secs"):
+        bench_run.parse_args(["--checkpoint-secs", "5"])
+    bench_run.parse_args(["--checkpoint-secs", "5", "--variants", "graph"])  # graph honours it
+
+
+def test_tf2_workers_take_the_gpus_round_robin_and_the_ps_runs_on_the_cpu(monkeypatch):
+    from a3c_graph.devices import CUDA_ENV
+
+    monkeypatch.setenv(CUDA_ENV, "0,1,2,3")
+    seen = []
+    for index in (0, 1, 2):
+        runtime.pin_visible_gpus(("3", "5"), index)  # worker `index`
+        seen.append(os.environ[CUDA_ENV])
+    runtime.pin_visible_gpus((), 0)  # the parameter holder's
+    assert seen + [os.environ[CUDA_ENV]] == ["3", "5", "3", ""]
+
+
 # --------------------------------------------------------------------------- TF2 variants' learner
 
 # The TF2 variants call the graph's own learner_loss: comparing their loss or gradients with the
@@ -300,6 +431,8 @@ def consistent_rollout(config: A3CConfig, obs_shape: tuple, obs_dtype, num_actio
     rollout["terminated"][2, -1] = True
     goes_on = ~(rollout["terminated"] | rollout["truncated"])[:-1]
     rollout["next_obs"][:-1][goes_on] = rollout["obs"][1:][goes_on]
+    done = rollout["terminated"] | rollout["truncated"]
+    rollout["episode_returns"] = np.where(done, rng.normal(size=(T, B)), 0.0).astype(np.float32)
     return rollout
 
 
@@ -325,10 +458,10 @@ def tf2_model_like_the_graphs(config: A3CConfig, rollout: dict):
             weights, graph_outputs = session.run([network.variables, outputs])
 
     model = tf2_common.build_model(info, config)
-    assert type(model).__mro__[1:] == (tf2_common._EagerWeights, type(network),
-                                       *type(network).__mro__[1:])
-    assert [w.shape for w in model.get_weights()] == [w.shape for w in weights]
-    model.set_weights(weights)
+    assert type(model).__mro__[1:] == type(network).__mro__
+    assert [tuple(v.shape) for v in model.variables] == [w.shape for w in weights]
+    tf2_common.FlatWeights(model.variables).assign(
+        np.concatenate([w.ravel() for w in weights]))
     for key, (graph_logits, graph_values) in zip(("obs", "next_obs"), graph_outputs):
         tf2_logits, tf2_values = model(flat[key])
         np.testing.assert_allclose(tf2_logits.numpy(), graph_logits, rtol=1e-5, atol=1e-6)
@@ -338,15 +471,21 @@ def tf2_model_like_the_graphs(config: A3CConfig, rollout: dict):
 
 
 def tf2_gradient_step(model, config: A3CConfig, info, rollout: dict):
-    """(clipped gradients, loss parts) of one rollout, as a TF2 worker computes them."""
+    """(clipped gradients, one per variable, loss parts) of one rollout, as a TF2 worker
+    computes them (flat, here split back into its variables' shapes)."""
     from a3c_graph.rollout import rollout_fields
     from benchmarks import tf2_common
 
     fields = rollout_fields(info.obs_shape, info.obs_dtype, *rollout["rewards"].shape)
-    gradients, parts = tf2_common.make_gradient_step(model, config, fields)(
-        {key: rollout[key] for key in tf2_common.LEARNER_KEYS})
+    weights = tf2_common.FlatWeights(model.variables)
+    signature = tf2_common.learner_signature(fields)
+    flat, finished, parts = tf2_common.make_gradient_function(model, weights, config, fields)(
+        {key: rollout[key] for key in signature})
+    done = rollout["terminated"] | rollout["truncated"]
+    np.testing.assert_array_equal(finished.numpy(), rollout["episode_returns"][done])
     assert set(parts) >= {"loss", "grad_norm", "policy_loss", "value_loss", "entropy"}
-    return [g.numpy() for g in gradients], {key: float(value) for key, value in parts.items()}
+    return ([g.numpy() for g in weights.split(flat)],
+            {key: float(value) for key, value in parts.items()})
 
 
 def assert_loss_is_the_ground_truth(parts: dict, want: dict) -> None:
@@ -396,7 +535,111 @@ def test_tf2_cnn_network_is_the_graphs_and_its_loss_the_ground_truth():
         parts, ground_truth.loss(logits, values, next_values, rollout, config))
 
 
+# --------------------------------------------------------------------------- TF2 worker
+
+def test_a_tf2_worker_honours_actor_threads_and_queue_capacity():
+    from a3c_graph.envs import EnvBatch
+    from benchmarks import tf2_worker
+
+    config = A3CConfig(actor_threads=2, queue_capacity=3, envs_per_worker=2, rollout_length=5,
+                       seed=7)
+    worker = tf2_worker.TF2Worker(config, task=1, device="/CPU:0")
+    try:
+        # One batch of envs per actor thread, seeded as the graph worker's actor threads'.
+        assert len(worker.threads) == len(worker.recorders) == 2
+        for k, recorder in enumerate(worker.recorders):
+            twin = EnvBatch(config.env, 2, seed=7 + 1000 * 1 + 100 * k)
+            np.testing.assert_array_equal(recorder.envs.observe(), twin.observe())
+            twin.close()
+        assert worker.rollouts.maxsize == 3
+        worker.set_weights(np.zeros(worker.weights.size, np.float32))
+        worker.start_actors()
+        rollouts = [worker.next_rollout() for _ in range(40)]
+        rollout = next(r for r in rollouts if r is not None)
+    finally:
+        worker.stop()
+    assert not any(thread.is_alive() for thread in worker.threads)
+
+    # One tf.function call made the whole rollout, recorded as the graph's (RolloutRecorder).
+    assert rollout["obs"].shape == (5, 2, 4) and rollout["actions"].shape == (5, 2)
+    obs, next_obs = rollout["obs"].numpy(), rollout["next_obs"].numpy()
+    going_on = ~(rollout["terminated"].numpy() | rollout["truncated"].numpy())[:-1]
+    np.testing.assert_array_equal(next_obs[:-1][going_on], obs[1:][going_on])
+    assert set(np.unique(rollout["actions"].numpy())) <= {0, 1}
+    result = worker.learn(rollout)
+    assert result.gradients.shape == (worker.weights.size,) and result.env_steps == 10
+    assert result.task == 1 and np.isfinite(result.entropy)
+
+
+def test_flat_weights_read_and_assign_every_variable_in_order():
+    from benchmarks import tf2_common
+
+    model = tf2_common.build_model(*_cartpole_info_and_config())
+    weights = tf2_common.FlatWeights(model.variables)
+    flat = np.arange(weights.size, dtype=np.float32)
+    weights.assign(flat)
+    np.testing.assert_array_equal(weights.read().numpy(), flat)
+    first = model.variables[0]
+    np.testing.assert_array_equal(first.numpy(),
+                                  flat[:first.shape.num_elements()].reshape(first.shape))
+
+
+def test_the_parameter_holder_returns_the_weights_after_each_update():
+    from benchmarks import tf2_common
+
+    info, config = _cartpole_info_and_config()
+    holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
+    before = holder.initial().weights
+    gradients = np.ones_like(before)
+    reply = holder.update(tf2_common.RolloutResult(0, gradients, 256, [10.0], 0.6))
+    # Adam's first step moves every weight by about the learning rate, against the gradient.
+    np.testing.assert_allclose(before - reply.weights, config.learning_rate, rtol=0.05)
+    assert reply.stats["env_steps"] == 256 and reply.stop_reason is None
+    # Acting only (--learn false): the rollout is counted, nothing is applied.
+    acting = holder.update(tf2_common.RolloutResult(1, np.zeros(0, np.float32), 256, [], None))
+    assert acting.weights is None and acting.stats["global_step"] == 2
+    np.testing.assert_array_equal(holder.weights.read().numpy(), reply.weights)
+
+
+def _cartpole_info_and_config():
+    from a3c_graph.envs import env_info
+
+    config = A3CConfig(hidden_sizes=(8, 6), anneal_learning_rate=False, adam_epsilon=1e-8,
+                       target_return=195.0)
+    return env_info(config.env), config
+
+
 # --------------------------------------------------------------------------- smoke runs
+
+def assert_the_one_clock(record: dict) -> None:
+    """The accounting rules every variant keeps (a3c_graph.progress), on a run's records."""
+    logdir = Path(record["logdir"])
+    history = read_history(logdir)
+    rollout_steps = 16 * 4  # SMOKE_FLAGS: T x B
+    # Start-up ends at the run's first applied update, whose report is written at once:
+    # each worker's first report after "starting" holds its first rollout and no other.
+    started = [r["training_started"] for r in history if r["training_started"]]
+    assert record["training_started"] == min(started)
+    assert record["startup_s"] == round(min(started) - record["launched"], 2)
+    for task in {r["task"] for r in history}:
+        reports = [r for r in history if r["task"] == task]
+        first = next(r for r in reports if r["state"] != "starting")
+        assert first["local_env_steps"] == rollout_steps, reports
+        final = reports[-1]
+        assert final["state"] == "done"
+        # Its --max-seconds counted from its own first applied update, not from launch.
+        if final["stop_reason"] == "max_seconds":
+            assert final["time"] - final["training_started"] >= record["max_seconds"]
+    # The final report is written when training ends, before the teardown: the graph's
+    # chief writes its last checkpoint after it, and every variant its summary.
+    assert record["stopped_s"] == round(max(r["time"] for r in history) - record["launched"], 2)
+    assert record["launched"] + record["stopped_s"] <= (logdir / "summary.json").stat().st_mtime
+    if record["variant"] == "graph":
+        last_checkpoint = max(p.stat().st_mtime for p in logdir.glob("model.ckpt-*.index"))
+        assert record["launched"] + record["stopped_s"] <= last_checkpoint
+    # Memory is PSS, shared pages counted once: never more than the summed RSS.
+    assert 0 < record["peak_memory_mb"] <= record["peak_rss_mb"]
+
 
 def _gone(pid: int, create_time: float) -> bool:
     try:
@@ -429,8 +672,8 @@ def test_harness_smoke_run(tmp_path, variant):
     assert record["steps_per_sec"] > 0
     assert record["frame_skip"] == 1 and record["frames_per_sec"] == record["steps_per_sec"]
     assert data["medians"][variant]["frames_per_sec"] == data["medians"][variant]["steps_per_sec"]
-    assert record["startup_s"] > 0 and record["peak_memory_mb"] > 0
-    assert record["final_env_steps"] > 0 and record["return_curve"]
+    assert record["startup_s"] > 0 and record["final_env_steps"] > 0 and record["return_curve"]
+    assert_the_one_clock(record)
     assert record["solved"] == (record["time_to_solve_s"] is not None)
     assert data["medians"][variant]["runs"] == 1
     assert {"cpu_count", "memory_gb", "python", "versions"} <= set(data["machine"])
@@ -447,3 +690,18 @@ def test_harness_smoke_run(tmp_path, variant):
     assert record["leftover_processes"] == []
     assert len(record["processes"]) >= 2
     assert all(_gone(p["pid"], p["create_time"]) for p in record["processes"])
+
+
+@pytest.mark.e2e
+def test_the_ps_strategy_probe_finds_python_steps_run_in_the_coordinator():
+    # What the README says of TF2's ParameterServerStrategy: if a TF release lets a worker
+    # run a numpy_function of its own, this fails and the README's answer is out of date.
+    result = subprocess.run([sys.executable, "-m", "benchmarks.ps_strategy_probe"], cwd=REPO,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answers = dict(line.strip().split(": ", 1) for line in result.stdout.splitlines()
+                   if line.startswith("  "))
+    assert answers["tf ops"].startswith("runs") and answers["tf ops, again"].startswith("runs")
+    assert answers["numpy_function"].startswith("fails")
+    assert answers["py_function"].startswith("fails")
+    assert answers["the Python function ran in the coordinator's process"].startswith("runs")
