@@ -34,6 +34,10 @@ What it shows (TF 2.21.0, 2-core VM):
   tf ops, again: runs: np.float32(3.0)
   the Python function ran in the coordinator's process: 3 call(s) here
 
+Which failure a py_function or numpy_function shows varies from run to run: that
+InvalidArgumentError, or a fetch that yields None ("wrong result: None (3.0 expected)").
+Never the value.
+
 A numpy_function or py_function op names its Python callable by a token in the registry of
 the process that traced it, and the callable ran there: in the coordinator's process (the
 error names /job:chief), even inside tf.device of the worker. So a function scheduled on a
@@ -162,6 +166,11 @@ def probe(cluster: dict) -> list[tuple[str, bool, str]]:
                            ("tf ops, again", tf_ops)):
         ok, answer = with_time_limit(lambda f=function: ask(coordinator, f),
                                      FETCH_TIMEOUT_SECS)
+        # Every function returns weight + 1 = 3.0 when it works. A fetch of a function
+        # whose Python could not run sometimes yields None instead of raising (a race with
+        # the previous question's error): that is not an answer either.
+        if ok and answer != repr(np.float32(3.0)):
+            ok, answer = False, f"wrong result: {answer} (3.0 expected)"
         answers.append((name, ok, answer))
     answers.append(("the Python function ran in the coordinator's process", bool(calls_here),
                     f"{len(calls_here)} call(s) here"))
