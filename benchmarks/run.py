@@ -657,8 +657,10 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
             if points:
                 ax.plot(*zip(*points), marker="o", label=variant)
         ax.set_xlabel("workers")
+        ax.set_xticks(sorted({n for row in scaling.values() for n in row}))
         ax.set_ylabel("env steps/s after start-up")
-        ax.legend()
+        ax.set_ylim(bottom=0)  # from zero: a ratio between points reads as it is
+        ax.legend(loc="lower right")
         written.append(_save(fig, out / "scaling.png"))
     return written
 
