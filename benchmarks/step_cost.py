@@ -144,7 +144,9 @@ def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
         obs = tf1.get_variable("learner_obs", initializer=rollout, trainable=False)
         logits, values = network(obs.read_value())
         loss = tf.reduce_mean(tf.nn.log_softmax(logits)[:, 0]) + tf.reduce_mean(values)
-        return tf.group(tf.gradients(loss, network.variables))
+        # One scalar that needs every gradient: grappler prunes gradients that only feed a
+        # tf.group's control edges (that measured 4 us per Pong step instead of 1.3 ms).
+        return tf.add_n([tf.reduce_sum(g) for g in tf.gradients(loss, network.variables)])
 
     costs["numpy_function"] = in_graph(numpy_function_only)
     costs["policy only"] = in_graph(policy_only)
