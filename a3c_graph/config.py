@@ -198,9 +198,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # convolution of 16 filters at stride 1, then 128 units) and its budget of 5M frames
     # (one frame per step). No target: MinAtar is reported as the score at the budget.
     # An entropy bonus of 0.03: at 0.01 Breakout's policy turned near-deterministic within
-    # 1M frames and stayed at a mean return of 5 (docs/learning.md).
+    # 1M frames and stayed at a mean return of 5 (docs/learning.md). 8 envs per worker: twice
+    # the updates per frame of 16 at the same agent steps/s; with 16 every Breakout seed
+    # stalled between 11 and 15 (docs/learning.md).
     "minatar": {
-        "envs_per_worker": 16,
+        "envs_per_worker": 8,
         "rollout_length": 20,
         "learning_rate": 1e-3,
         "normalize_advantages": False,
