@@ -176,7 +176,7 @@ def test_atari_preset_is_picked_for_ale_ids_and_fills_only_the_flags_not_given()
 def test_atari_preset_can_be_asked_for_on_any_env_and_cartpole_preset_on_atari():
     assert parse(["--preset", "atari"]).hidden_sizes == (256,)
     pong = parse(["--env", "ALE/Pong-v5", "--preset", "cartpole", "--target-return", "0"])
-    assert pong.hidden_sizes == (64, 64) and pong.learning_rate == 4e-3
+    assert pong.hidden_sizes == (64, 64) and pong.learning_rate == 3e-3
 
 
 @pytest.mark.parametrize("argv", [
