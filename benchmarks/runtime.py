@@ -226,10 +226,16 @@ class RunStats:
         self.recent: deque[float] = deque(maxlen=RECENT_EPISODES)
         self.stop_reason: str | None = None  # the whole run's, once decided
 
-    def record(self, task: int, env_steps: int, finished_returns: Iterable[float]) -> None:
+    def record(self, task: int, env_steps: int, finished_returns: Iterable[float],
+               started: float | None = None) -> None:
         """Count one applied rollout of worker `task`: its env steps and the episodes that
-        ended in it."""
+        ended in it. `started`: the worker's own first applied update as its progress file
+        has it (None on its first); until then the holder's own time stands in for it."""
         returns = [float(r) for r in finished_returns]
+        if started is not None:
+            # The worker marks its start when the first reply reaches it, after this
+            # process did: its budget runs on its own clock, or it would stop short of it.
+            self.first_update[task] = started
         self.first_update.setdefault(task, time.time())
         self.global_step += 1
         self.env_steps += int(env_steps)

@@ -230,6 +230,9 @@ class RolloutResult:
     env_steps: int  # T * B
     finished_returns: list[float]  # returns of the episodes that ended, oldest first
     entropy: float | None  # the policy's mean entropy on the rollout; None acting only
+    # The worker's own first applied update (its progress file's training_started), None
+    # until it has one: its --max-seconds count from there, as a graph worker's do.
+    started: float | None = None
 
 
 @dataclass
@@ -291,7 +294,8 @@ class ParameterHolder:
                 learning_rate = np.float32(self.config.learning_rate_at(self.stats.env_steps))
                 with tf.device(self.device):
                     weights = self._apply(result.gradients, learning_rate).numpy()
-            self.stats.record(result.task, result.env_steps, result.finished_returns)
+            self.stats.record(result.task, result.env_steps, result.finished_returns,
+                              result.started)
         reason = self.stats.stop_reason_for(result.task)
         return Reply(None if reason else weights, self.stats.snapshot(), reason)
 

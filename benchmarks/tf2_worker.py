@@ -162,6 +162,7 @@ def train(worker: TF2Worker, progress: ProgressFile,
             if rollout is None:
                 continue
             result = worker.learn(rollout)
+            result.started = progress.training_started
             reply = exchange(result)
             if reply is None:
                 break

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -328,6 +329,18 @@ def test_each_tf2_worker_spends_its_own_budget_and_a_solve_stops_them_all():
     assert stats.stop_reason is None  # the run goes on with worker 1
     stats.record(1, 256, [60.0] * 100)
     assert (stats.stop_reason_for(1), stats.stop_reason_for(0)) == ("solved", "solved")
+
+
+def test_a_tf2_workers_budget_runs_on_the_clock_of_its_progress_file():
+    # The holder sees a worker's first update before the worker gets the reply and marks
+    # its training_started; the budget must not end before the worker's own clock says so.
+    stats = runtime.RunStats(A3CConfig(max_seconds=50.0, target_return=50.0))
+    stats.record(0, 256, [])
+    stats.first_update[0] -= 50.5  # the holder's mark: 50.5 s ago
+    stats.record(0, 256, [], started=time.time() - 49.5)  # the worker's: 49.5 s ago
+    assert stats.stop_reason_for(0) is None
+    stats.record(0, 256, [], started=time.time() - 50.0)
+    assert stats.stop_reason_for(0) == "max_seconds"
 
 
 @pytest.mark.parametrize("module", [
