@@ -14,7 +14,10 @@ and the defaults (the env's preset) for everything else:
                       its target (15) is a line on the curve, not a reason to stop
   asterix, freeway, seaquest, space-invaders
                       the other MinAtar games, same budget (opt-in: name them in --tasks)
-  pong                ALE/Pong-v5 to the atari preset's target of 18 (opt-in: hours)
+  pong                ALE/Pong-v5 to the atari preset's target of 18, ALE v5's protocol
+                      (sticky actions 0.25; opt-in: hours)
+  pong-deterministic  ALE/Pong-v5 to 18 on the A3C anchors' protocol: no sticky actions
+                      (--repeat-action-probability 0), at most 45 minutes (opt-in)
 
 The curves come from the progress history every worker appends (a3c_graph.progress): the
 cluster's env steps and mean return of the last 100 episodes every --progress-secs, the
@@ -84,6 +87,9 @@ TASKS = {task.name: task for task in (
     _minatar("seaquest", "Seaquest", 10.0),
     _minatar("space-invaders", "SpaceInvaders", 50.0),
     Task("pong", {"env": "ALE/Pong-v5"}, 18.0, default=False),
+    # The A3C paper's and universe-starter-agent's Pong: deterministic, frame skip 4.
+    Task("pong-deterministic", {"env": "ALE/Pong-v5", "repeat_action_probability": 0.0,
+                                "max_seconds": 2700.0}, 18.0, default=False),
 )}
 
 
