@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gif", type=float, default=None, metavar="SECONDS",
                         help="Also write the first SECONDS of that video as an animated GIF "
                              "beside it, for a README or an issue (implies --record).")
+    parser.add_argument("--gif-speed", type=float, default=1.0, metavar="FACTOR",
+                        help="Play the GIF FACTOR times as fast, at the video's frame rate "
+                             "(frames dropped, not shortened delays), e.g. a whole Pong game "
+                             "with --gif 300 --gif-speed 3 (default: 1).")
     return parser
 
 
@@ -127,14 +131,14 @@ def _recording_env(config, video_dir: str, name_prefix: str):
 def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool,
              device: str | None = None, session_config=None, label: str = "",
              placement: dict | None = None, video_dir: str | None = None,
-             gif_seconds: float | None = None) -> list[float]:
+             gif_seconds: float | None = None, gif_speed: float = 1.0) -> list[float]:
     """Returns of `episodes` episodes played by the checkpoint's global network.
 
     device: the graph's ops are pinned there with graph.device() (None: TF chooses).
     session_config: the process's one shared ConfigProto. label: prefix of printed lines.
     placement: if given, placement["ran_on"] gets the devices the first step ran on.
     video_dir: if given, the first episode is recorded there as an mp4, and with
-      gif_seconds its first seconds as a GIF too.
+      gif_seconds its first seconds as a GIF too, gif_speed times as fast.
     """
     import gymnasium as gym
     import numpy as np
@@ -196,13 +200,14 @@ def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool,
     env.close()
     if video_dir and gif_seconds:
         mp4 = os.path.join(video_dir, f"{name_prefix}-episode-0.mp4")
-        print(f"{label}wrote {write_gif(mp4, gif_seconds)}", flush=True)
+        print(f"{label}wrote {write_gif(mp4, gif_seconds, speed=gif_speed)}", flush=True)
     return returns
 
 
-def write_gif(mp4: str, seconds: float, width: int = 160) -> str:
+def write_gif(mp4: str, seconds: float, width: int = 160, speed: float = 1.0) -> str:
     """The first `seconds` of the video `mp4` as an animated GIF beside it, `width` pixels
-    wide (moviepy, which RecordVideo wrote the mp4 with). Returns the GIF's path."""
+    wide, played `speed` times as fast (moviepy, which RecordVideo wrote the mp4 with).
+    Returns the GIF's path."""
     from moviepy import VideoFileClip
 
     gif = os.path.splitext(mp4)[0] + ".gif"
@@ -210,7 +215,10 @@ def write_gif(mp4: str, seconds: float, width: int = 160) -> str:
         part = clip.subclipped(0, min(seconds, clip.duration))
         if clip.w > width:
             part = part.resized(width=width)
-        part.write_gif(gif, logger=None)
+        if speed != 1.0:
+            # Same frame rate, fewer frames: browsers slow down GIF delays under 20 ms.
+            part = part.with_speed_scaled(speed)
+        part.write_gif(gif, fps=clip.fps, logger=None)
     return gif
 
 
@@ -225,6 +233,8 @@ def main(argv=None) -> int:
             if not args.gif > 0:
                 raise UsageError(f"--gif must be a number of seconds above 0, got {args.gif}")
             args.record = True
+        if not args.gif_speed > 0:
+            raise UsageError(f"--gif-speed must be a factor above 0, got {args.gif_speed}")
         if args.checkpoint and len(args.logdir) > 1:
             raise UsageError("--checkpoint names one model: give a single --logdir with it")
         devices = _checked_devices(args)
@@ -295,7 +305,7 @@ def _play_concurrently(models, devices, session_config, args) -> list[dict]:
                            args.sample, device=device, session_config=session_config,
                            label=label, placement=placement,
                            video_dir=os.path.join(logdir, "videos") if args.record else None,
-                           gif_seconds=args.gif)
+                           gif_seconds=args.gif, gif_speed=args.gif_speed)
         return {"logdir": logdir, "checkpoint": checkpoint, "copy": copy, "device": device,
                 "ran_on": placement.get("ran_on", []), "episodes": len(returns),
                 "mean_return": sum(returns) / len(returns),

@@ -84,3 +84,41 @@ def test_evaluate_gif_of_no_length_is_one_line_exit_2(tmp_path, capsys, seconds)
     assert code == 2
     assert err == [f"a3c_graph.evaluate: error: --gif must be a number of seconds above 0, "
                    f"got {float(seconds)}"]
+
+
+@pytest.mark.parametrize("factor", ["0", "-2", "nan"])
+def test_evaluate_gif_speed_below_zero_is_one_line_exit_2(tmp_path, capsys, factor):
+    from a3c_graph import evaluate
+
+    code = evaluate.main(["--logdir", str(tmp_path), "--gif", "5", "--gif-speed", factor])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert err == [f"a3c_graph.evaluate: error: --gif-speed must be a factor above 0, "
+                   f"got {float(factor)}"]
+
+
+def test_gif_speed_keeps_the_frame_rate_and_drops_frames(tmp_path):
+    """A 4-s video at 15 fps played 2x: 2 s of GIF, 15 frames a second (each frame's delay
+    stays 1/15 s, which every browser honours), every other frame of the video."""
+    pytest.importorskip("moviepy")
+    import numpy as np
+    from moviepy import ImageSequenceClip
+    from PIL import Image
+
+    from a3c_graph.evaluate import write_gif
+
+    # Frame k is a flat gray of level 4k, so the GIF's frames say which video frames they are.
+    frames = [np.full((32, 48, 3), 4 * k, np.uint8) for k in range(60)]
+    mp4 = tmp_path / "game.mp4"
+    ImageSequenceClip(frames, fps=15).write_videofile(str(mp4), codec="libx264", logger=None)
+    gif = write_gif(str(mp4), seconds=100, speed=2.0)
+    with Image.open(gif) as image:
+        assert 29 <= image.n_frames <= 31, image.n_frames
+        assert image.info["duration"] in (60, 70, 66, 67), image.info["duration"]
+        levels = []
+        for i in range(image.n_frames):
+            image.seek(i)
+            levels.append(int(np.asarray(image.convert("L"))[16, 24]))
+    # Every other video frame: the levels step by about 8, not 4.
+    steps = np.diff(levels)
+    assert 6 <= np.median(steps) <= 10, levels
