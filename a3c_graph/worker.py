@@ -9,7 +9,8 @@ latest checkpoint in --logdir, and writes checkpoints every --checkpoint-secs.
 Every worker writes TensorBoard summaries to <logdir>/tb/worker_<i> and its progress to
 <logdir>/progress/worker_<i>.json, which the launcher reads.
 
-A task never tries to recover in place: a worker that loses the ps exits with status 75
+A task never tries to recover in place (but for a step the ps refused as a duplicate
+request, which it runs again: sessions.py): a worker that loses the ps exits with status 75
 and its supervisor (the launcher) starts it again; the new process waits for the ps, and
 the chief restores the globals from the latest checkpoint (sessions.py: the session
 creators, the wait for the ps, what a lost ps means). Exit status (cli.py): 0 after a
@@ -47,8 +48,10 @@ from a3c_graph.progress import ProgressFile, write_json_atomic
 from a3c_graph.sessions import (
     WAIT_MESSAGE_SECS,
     GaveUp,
+    describe_duplicate,
     lost_ps_errors,
     report_lost_ps,
+    run_step,
     session_creator,
 )
 from a3c_graph.stats import RECENT_EPISODES, solved, target_return
@@ -304,7 +307,11 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
               f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
               flush=True)
         while not session.should_stop():
-            fetched = session.run(worker_graph.train_fetches, options=options)
+            fetched = run_step(session, worker_graph.train_fetches, options,
+                               on_duplicate=lambda error, count: print(
+                                   f"{PROG}: warning: worker {spec.task}: "
+                                   f"{describe_duplicate(error)}; running the step again "
+                                   f"({count} in a row)", flush=True))
             progress.update(fetched)
             if fetched["update_skipped"]:
                 skipped_in_a_row += 1
