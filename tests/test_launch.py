@@ -343,6 +343,24 @@ TOO_BIG = {
                           ["need at least", "shorter --rollout-length"]),
     "too many envs": (["--envs-per-worker", "10000000"], ["need at least",
                                                           "fewer --envs-per-worker"]),
+    "too many actor threads": (["--actor-threads", "10000000"], ["need at least",
+                                                                 "--actor-threads"]),
+    "a queue too long": (["--queue-capacity", "100000000"], ["need at least",
+                                                             "smaller --queue-capacity"]),
+    "convolutions too wide": (["--env", "ALE/Pong-v5", "--conv-filters", "1000000"],
+                              ["need at least", "--conv-filters"]),
+    "an LSTM too big": (["--policy", "lstm", "--lstm-size", "1000000"],
+                        ["need at least", "--lstm-size"]),
+    # A stack of 10^6 42x42 frames is 1.8 GB an observation: the launcher must not make one.
+    "a frame stack too deep": (["--env", "ALE/Pong-v5", "--frame-stack", "1000000"],
+                               ["need at least", "--frame-stack"]),
+    "screens too big for the envs": (["--env", "ALE/Pong-v5", "--screen-size", "210",
+                                      "--envs-per-worker", "100000"],
+                                     ["need at least", "--screen-size"]),
+    # Threads, not memory: each is a pid, and Linux has at most 4,194,304 of them.
+    "too many TF threads": (["--intra-op-threads", "10000000"],
+                            ["need at least", "threads", "fewer --intra-op-threads"]),
+    "thousands of ps tasks": (["--ps", "5000"], ["need at least", "fewer"]),
 }
 
 
