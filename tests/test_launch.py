@@ -473,6 +473,11 @@ FAKE_WORKER = textwrap.dedent('''
             print("a3c_graph.worker: error: ps task 0 at 127.0.0.1:1 did not answer",
                   file=sys.stderr)
             sys.exit(3)
+        if mode == "storage":  # what a failed graph write of TF's leaves, then exit 74
+            open(os.path.join(args.logdir, "graph.pbtxt.tmp" + "5f" * 16), "w").close()
+            print(f"a3c_graph.worker: error: worker 1 cannot write the log dir {args.logdir}: "
+                  "the file system is read-only; make it writable again", file=sys.stderr)
+            sys.exit(74)
         if mode == "stall":
             progress("running", None, age=100.0)  # its last report, long ago
         if mode == "stale":
@@ -600,6 +605,24 @@ def test_a_worker_that_keeps_crashing_is_restarted_with_back_off_then_the_run_st
     # Every attempt appended its command to the one log.
     log = (logdir / "logs" / "worker_1.log").read_text()
     assert log.count("launch_cluster: ") == 3
+    assert_all_gone(task_pids(logdir))
+
+
+def test_a_worker_that_cannot_write_the_log_dir_stops_the_run_in_one_line_exit_74(
+        fake_launcher):
+    """No restart (--max-restarts is not even consulted), the temporary file removed."""
+    process, logdir = fake_launcher("storage", "--max-restarts", "5")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 74, stderr
+    assert stderr.splitlines() == [
+        f"launch_cluster: error: worker task 1 cannot write the log dir {logdir}: the file "
+        "system is read-only; make it writable again (or copy the log dir to a writable file "
+        "system and give that --logdir), then start the run again with the same --logdir: it "
+        "goes on from its last checkpoint"]
+    summary = last_json_line(stdout)
+    assert (summary["exit_code"], summary["stop_reason"], summary["restarts"]) == (
+        74, "storage", {})
+    assert not list(logdir.glob("*.tmp*"))
     assert_all_gone(task_pids(logdir))
 
 

@@ -228,6 +228,38 @@ def test_a_worker_that_cannot_write_its_log_dir_exits_74_in_one_line(fault, word
     assert not list(logdir.glob("*tempstate*"))
 
 
+# --------------------------------------------------------------------------- the launcher
+
+# The launcher whose first write into the log dir (its pid file) finds the disk full.
+LAUNCHER_ON_A_FULL_DISK = textwrap.dedent('''
+    import errno, os, sys
+    import a3c_graph.launch as launch
+    from a3c_graph.supervisor import Supervisor
+
+    def prepare_logdir(self):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC),
+                      str(self.plan.logdir / "pids" / "launcher.pid"))
+
+    Supervisor.prepare_logdir = prepare_logdir
+    sys.exit(launch.main())
+''')
+
+
+def test_a_launcher_that_cannot_write_the_log_dir_says_so_in_one_line_and_starts_nothing(
+        tmp_path):
+    logdir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-c", LAUNCHER_ON_A_FULL_DISK, "--logdir",
+                             str(logdir)], cwd=REPO, env=child_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 74, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "launch_cluster: error: " + storage.fault_line(logdir, storage.FULL, "the launcher"))
+    assert "Traceback" not in result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert (summary["exit_code"], summary["stop_reason"], summary["task_exit_codes"]) == (
+        74, "storage", {})
+
+
 # --------------------------------------------------------------------------- small disks
 
 @contextlib.contextmanager
