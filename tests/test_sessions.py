@@ -199,6 +199,13 @@ def test_a_step_refused_as_a_duplicate_runs_again_in_the_same_monitored_session(
             assert sessions.run_step(session, fetch,
                                      on_duplicate=lambda _, n: told.append(n)) == 2.0
             assert told == [1, 2] and len(Creator.created) == 1
-            Creator.created[0].refusals = 1
+            # One refusal more than DUPLICATE_RETRIES in a row goes the lost-ps way.
+            Creator.created[0].refusals = sessions.DUPLICATE_RETRIES + 1
             with pytest.raises(sessions.LostPs, match="broke: AbortedError"):
-                session.run(fetch)
+                sessions.run_step(session, fetch)
+            assert len(Creator.created) == 1
+        with tf1.train.MonitoredSession(session_creator=sessions.FirstSessionOnly(
+                Creator(), spec_with_ps(listening_ps), 5.0)) as session:
+            Creator.created[-1].refusals = 1
+            with pytest.raises(sessions.LostPs, match="broke: AbortedError"):
+                session.run(fetch)  # what the worker did before run_step
