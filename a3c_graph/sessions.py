@@ -20,7 +20,10 @@ RunGraph ids in a fresh thread (Master::RunStep runs each step in a new std::thr
 thread-local mt19937_64 seeded with 32 bits: two steps get the same id about once in 2^32,
 so a ps that has served 100,000 steps refuses one in 43,000 (docs/operations.md). The ps
 refused that step before running it and is intact: run_step runs the step again in the same
-session (retry_duplicates), and only a refusal that repeats falls through to LostPs.
+session (retry_duplicates). What it cannot run again (an actor thread's step, refused by the
+worker's own task and reported through the coordinator; refusals that repeat) breaks the
+session, and FirstSessionOnly makes a new one in place; only a second within a minute is a
+LostPs.
 
 TensorFlow is imported inside the functions: the worker imports this module before it has
 checked its flags.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import re
 import socket
 import sys
@@ -47,8 +51,10 @@ WAIT_MESSAGE_SECS = 10.0
 DUPLICATE_REQUEST = "request was received twice"
 ABORTED = 10
 # Refusals in a row a step is run again for: one in 43,000 steps is chance, three in a row
-# is not, and is left to the lost-ps path.
+# is not, and is left to a new session, then to the lost-ps path.
 DUPLICATE_RETRIES = 3
+# A session broken by a refused duplicate is made anew in place at most this often.
+DUPLICATE_NEW_SESSION_SECS = 60.0
 
 
 class GaveUp(Exception):
@@ -166,24 +172,35 @@ class SessionErrors(logging.Handler):
 
 class FirstSessionOnly:
     """Wraps a session creator for MonitoredSession: waits for the ps before the first
-    session, and refuses to make a second one.
+    session, and refuses to make a second one, but for a session a duplicate request broke.
 
     MonitoredSession recreates its session in place after a ps failure and would wait
     for the ps forever, deaf to signals. Refusing turns that into LostPs: the process
-    exits and its supervisor restarts it (see the module docstring).
+    exits and its supervisor restarts it (see the module docstring). A refused duplicate
+    request that run_step could not run again (an actor's step, which the coordinator
+    reports, or refusals that repeat) leaves the ps intact: a new session is made in place,
+    at most once every DUPLICATE_NEW_SESSION_SECS (more often is not chance).
     """
 
     def __init__(self, creator, spec, timeout: float):
         self.creator, self.spec, self.timeout = creator, spec, timeout
         self.established = False
         self.errors = SessionErrors.install()
+        self.renewed_at = -math.inf
 
     def create_session(self):
         if self.established:
-            cause = self.errors.last
-            raise LostPs("the session to the ps broke" + (
-                f": {type(cause).__name__}: {gist(cause)}" if cause is not None
-                else " (a ps stopped or restarted)")) from cause
+            cause, self.errors.last = self.errors.last, None
+            if (cause is not None and is_duplicate_request(cause)
+                    and time.monotonic() - self.renewed_at >= DUPLICATE_NEW_SESSION_SECS):
+                self.renewed_at = time.monotonic()
+                print(f"{PROG}: warning: {self.spec.job} {self.spec.task}: "
+                      f"{describe_duplicate(cause)}; making a new session (the ps kept its "
+                      "variables)", flush=True)
+            else:
+                raise LostPs("the session to the ps broke" + (
+                    f": {type(cause).__name__}: {gist(cause)}" if cause is not None
+                    else " (a ps stopped or restarted)")) from cause
         wait_for_ps(self.spec, self.timeout)
         session = self.creator.create_session()
         self.established = True

@@ -159,11 +159,12 @@ def test_a_refused_step_is_run_again_but_a_refusal_that_repeats_is_raised():
     assert told == [1, 2, 1, 2, 3]
 
 
-def test_a_step_refused_as_a_duplicate_runs_again_in_the_same_monitored_session(listening_ps):
+def test_a_step_refused_as_a_duplicate_runs_again_then_in_a_new_session(listening_ps):
     """A real MonitoredSession whose session raises TF's own AbortedError of a refused
-    duplicate on its first two runs (an op cannot: a numpy_function's errors become
-    UnknownError): run_step runs the step again in the same session; MonitoredSession.run
-    alone asks for a second session, which FirstSessionOnly refuses as a lost ps."""
+    duplicate (an op cannot: a numpy_function's errors become UnknownError). run_step runs
+    the step again in the same session; refusals past DUPLICATE_RETRIES, or a refusal that
+    reaches MonitoredSession (as an actor thread's does, through the coordinator), get a new
+    session in place; a second within DUPLICATE_NEW_SESSION_SECS is a lost ps."""
     import tensorflow as tf
 
     tf1 = tf.compat.v1
@@ -171,8 +172,8 @@ def test_a_step_refused_as_a_duplicate_runs_again_in_the_same_monitored_session(
     class RefusingSession:
         """A tf.Session whose next `refusals` runs are refused as duplicates."""
 
-        def __init__(self, session):
-            self.session, self.refusals = session, 2
+        def __init__(self, session, refusals):
+            self.session, self.refusals = session, refusals
 
         def __getattr__(self, name):
             return getattr(self.session, name)
@@ -184,28 +185,37 @@ def test_a_step_refused_as_a_duplicate_runs_again_in_the_same_monitored_session(
             return self.session.run(*args, **kwargs)
 
     class Creator:
-        created: list = []
+        """Its first session refuses `first` runs, the later ones none."""
+
+        def __init__(self, first):
+            self.sessions, self.first = [], first
 
         def create_session(self):
-            Creator.created.append(RefusingSession(tf1.Session(graph=graph)))
-            return Creator.created[-1]
+            refusals = 0 if self.sessions else self.first
+            self.sessions.append(RefusingSession(tf1.Session(graph=graph), refusals))
+            return self.sessions[-1]
+
+    def monitored(creator):
+        return tf1.train.MonitoredSession(session_creator=sessions.FirstSessionOnly(
+            creator, spec_with_ps(listening_ps), 5.0))
 
     graph = tf.Graph()
     with graph.as_default():
         fetch = tf.constant(1.0) + 1.0
-        first_only = sessions.FirstSessionOnly(Creator(), spec_with_ps(listening_ps), 5.0)
         told = []
-        with tf1.train.MonitoredSession(session_creator=first_only) as session:
+        creator = Creator(first=sessions.DUPLICATE_RETRIES)
+        with monitored(creator) as session:
             assert sessions.run_step(session, fetch,
                                      on_duplicate=lambda _, n: told.append(n)) == 2.0
-            assert told == [1, 2] and len(Creator.created) == 1
-            # One refusal more than DUPLICATE_RETRIES in a row goes the lost-ps way.
-            Creator.created[0].refusals = sessions.DUPLICATE_RETRIES + 1
+            assert told == [1, 2, 3] and len(creator.sessions) == 1  # the same session
+        creator = Creator(first=sessions.DUPLICATE_RETRIES + 1)
+        with monitored(creator) as session:
+            assert sessions.run_step(session, fetch) == 2.0
+            assert len(creator.sessions) == 2  # a new one, made in place
+            creator.sessions[-1].refusals = sessions.DUPLICATE_RETRIES + 1
             with pytest.raises(sessions.LostPs, match="broke: AbortedError"):
-                sessions.run_step(session, fetch)
-            assert len(Creator.created) == 1
-        with tf1.train.MonitoredSession(session_creator=sessions.FirstSessionOnly(
-                Creator(), spec_with_ps(listening_ps), 5.0)) as session:
-            Creator.created[-1].refusals = 1
-            with pytest.raises(sessions.LostPs, match="broke: AbortedError"):
-                session.run(fetch)  # what the worker did before run_step
+                sessions.run_step(session, fetch)  # again within the minute: not chance
+        creator = Creator(first=1)
+        with monitored(creator) as session:
+            assert session.run(fetch) == 2.0  # the way an actor's refusal reaches it
+            assert len(creator.sessions) == 2
