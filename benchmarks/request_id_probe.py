@@ -14,10 +14,12 @@ full.
 
 The probe runs one ps and one worker server in this process, in a private network (TF's
 servers listen on every interface), and a session on the worker that adds 1 to a variable on
-the ps, --steps times, counting the steps the ps refuses (each is run again, as a worker
-does: a3c_graph.sessions.retry_duplicates). It prints the count beside the expected one; a
-count near it, where 64-bit ids would give 0, confirms the cause. It also checks that no
-refused step was applied: the variable ends equal to the steps. About 0.5 ms of CPU a step.
+the ps, --steps times, counting the steps refused (each is run again, as a worker does:
+a3c_graph.sessions.retry_duplicates). A step has a part on each task, and each task keeps its
+own 100,000 ids, so twice expected_repeats are expected. It prints the count by task beside
+the expected one; a count near it, where 64-bit ids would give 0, confirms the cause. It also
+checks that no refused step was applied: the variable ends equal to the steps. About 1 ms of
+CPU a step.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from benchmarks import runtime
 PROG = "benchmarks.request_id_probe"
 WINDOW = 100_000  # RecentRequestIds of a TF worker: the ids it remembers
 ID_SPACE = 2**32  # seeds of the thread-local generator a step's ids come from
+TASKS = 2  # the step's parts, on the ps and on the worker: each task checks its own
 
 
 def expected_repeats(steps: int, window: int = WINDOW, space: int = ID_SPACE) -> float:
@@ -54,7 +57,7 @@ def main(argv=None) -> int:
     import portpicker
     import tensorflow as tf
 
-    from a3c_graph.sessions import retry_duplicates
+    from a3c_graph.sessions import describe_duplicate, retry_duplicates
 
     tf1 = tf.compat.v1
     tf1.disable_eager_execution()
@@ -73,19 +76,21 @@ def main(argv=None) -> int:
     refused = []
     began = time.monotonic()
     for done in range(1, args.steps + 1):
-        retry_duplicates(lambda: session.run(step),
-                         lambda _error, _count, done=done: refused.append(done))
+        retry_duplicates(lambda: session.run(step), lambda error, _count, done=done: (
+            refused.append(done), print(f"{PROG}: step {done:,}: {describe_duplicate(error)}",
+                                        flush=True)))
         if done % 50_000 == 0:
             print(f"{PROG}: {done:,} steps, {len(refused)} refused "
-                  f"({expected_repeats(done):.2f} expected)", flush=True)
+                  f"({TASKS * expected_repeats(done):.2f} expected)", flush=True)
     applied = int(session.run(counter))
-    print(f"{PROG}: {args.steps:,} steps in {time.monotonic() - began:.0f} s: the ps refused "
-          f"{len(refused)} as duplicates (at steps {refused}); {expected_repeats(args.steps):.2f} "
-          f"expected of ids drawn from 2^32 values, {expected_repeats(args.steps, space=2**64):.1e}"
-          f" of 64-bit ids; the counter is {applied:,}", flush=True)
+    expected = TASKS * expected_repeats(args.steps)
+    print(f"{PROG}: {args.steps:,} steps in {time.monotonic() - began:.0f} s: {len(refused)} "
+          f"refused as duplicates (at steps {refused}); {expected:.2f} expected of ids drawn "
+          f"from 2^32 values, {TASKS * expected_repeats(args.steps, space=2**64):.1e} of "
+          f"64-bit ids; the counter is {applied:,}", flush=True)
     sys.stdout.flush()
     # Poisson(expected): a count this far out would say the cause is another one.
-    low, high = poisson_interval(expected_repeats(args.steps))
+    low, high = poisson_interval(expected)
     os._exit(0 if applied == args.steps and low <= len(refused) <= high else 1)
 
 
