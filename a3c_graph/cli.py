@@ -25,6 +25,9 @@ EXIT_USAGE = 2
 # A worker task's own statuses, which the supervisor reads (a3c_graph/worker.py).
 EXIT_GAVE_UP = 3  # restarting it would not help: no ps in time, losses that stay NaN
 EXIT_LOST_PS = 75  # EX_TEMPFAIL: the session to the ps broke; start it again
+# A task's, and then the launcher's: the log dir cannot be written (full, read-only, not
+# permitted: a3c_graph/storage.py); no restart can cure it.
+EXIT_STORAGE = 74  # EX_IOERR
 # The launcher's `status` and `stop`: there is no live run in the log dir.
 EXIT_NOT_LIVE = 3
 # A command stopped by a signal exits 128 + its number, as a shell reports it.

@@ -203,11 +203,15 @@ def env_info(env_id: str, **options) -> EnvInfo:
     """Shapes and thresholds of `env_id` (made with make_env's `options`); EnvError for an
     unknown or unsuitable id."""
     spec = _spec(env_id)
-    env = make_env(env_id, **options)
+    # One frame, and the stack's shape worked out: a stack of --frame-stack frames would be
+    # allocated here, the launcher's own memory, before the estimate could refuse it.
+    frame_stack = options.get("frame_stack", 4) if is_atari(env_id) else None
+    env = make_env(env_id, **{**options, "frame_stack": 1} if frame_stack else options)
+    obs_shape = tuple(env.observation_space.shape)
     try:
         return EnvInfo(
             env_id=env_id,
-            obs_shape=tuple(env.observation_space.shape),
+            obs_shape=(frame_stack, *obs_shape[1:]) if frame_stack else obs_shape,
             obs_dtype=np.dtype(env.observation_space.dtype),
             num_actions=int(env.action_space.n),
             reward_threshold=spec.reward_threshold,

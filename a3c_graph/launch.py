@@ -34,6 +34,7 @@ when a task crashed or no worker ever trained, 130/143/129 after SIGINT/SIGTERM/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -46,10 +47,11 @@ from pathlib import Path
 
 from a3c_graph import cluster as cluster_lib
 from a3c_graph import devices as devices_lib
-from a3c_graph import pids
+from a3c_graph import pids, storage
 from a3c_graph.cli import (
     EXIT_CRASH,
     EXIT_NOT_LIVE,
+    EXIT_STORAGE,
     EXIT_USAGE,
     SIGNAL_EXIT,
     OneLineParser,
@@ -205,19 +207,40 @@ def run_foreground(plan: LaunchPlan) -> int:
               f"return {describe_target(plan.config.target_return)}; logs in "
               f"{plan.logdir / 'logs'}", flush=True)
         outcome = supervisor.watch()
+    except OSError as error:  # the launcher's own writes: pid files, a task's log
+        outcome = storage_outcome(plan, error)
     finally:
         # Runs on every path, including a bug in the code above: nothing is left running.
         killed = supervisor.stop_tasks()
     if killed:
         print(f"{PROG}: warning: killed {', '.join(killed)} after {STOP_TIMEOUT_SECS:.0f} s",
               file=sys.stderr, flush=True)
-    if outcome.error:
-        print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
+    if outcome.exit_code == EXIT_STORAGE:
+        storage.remove_partial_files(plan.logdir)
     summary = build_summary(plan, supervisor.started, outcome, supervisor.tasks,
                             supervisor.restarts, supervisor.first_training)
-    write_atomic(plan.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
-    print(json.dumps(summary, sort_keys=True), flush=True)  # always the last line
+    try:
+        write_atomic(plan.logdir / "summary.json",
+                     json.dumps(summary, sort_keys=True, indent=2) + "\n")
+    except OSError as error:
+        if outcome.error is None:  # else the run's own error says it already
+            outcome = storage_outcome(plan, error)
+            summary.update(exit_code=outcome.exit_code, stop_reason=outcome.stop_reason)
+    # A background launcher's output is its launcher.log, maybe on the disk that is full.
+    with contextlib.suppress(OSError):
+        if outcome.error:
+            print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
+        print(json.dumps(summary, sort_keys=True), flush=True)  # always the last line
     return outcome.exit_code
+
+
+def storage_outcome(plan: LaunchPlan, error: OSError) -> Outcome:
+    """The end of a run whose launcher could not write its log dir (storage.py); any other
+    OSError is a bug, raised."""
+    fault = storage.storage_fault(error, plan.logdir)
+    if fault is None:
+        raise error
+    return Outcome(EXIT_STORAGE, "storage", storage.fault_line(plan.logdir, fault, "the launcher"))
 
 
 def start_background(plan: LaunchPlan) -> int:

@@ -5,8 +5,9 @@ from the env, so every worker agrees), the cluster and which of its tasks start 
 log dir, each task's exact command and environment, and its device. Every input a user can
 get wrong is checked here and refused with a UsageError, one line, before a file is written
 or a process started: bad flags, a cluster file or TF_CONFIG that does not parse, a taken
-port, a log dir that cannot be written or holds another network's checkpoints or a live
-run, and a cluster whose memory would not fit this machine (a3c_graph/memory.py). A dry run
+port, a log dir that cannot be written, has no room for a checkpoint or holds another
+network's checkpoints or a live run, and a cluster whose memory or threads would not fit
+this machine (a3c_graph/memory.py: every size flag counts). A dry run
 prints the plan's commands; the supervisor runs them.
 
 Where the cluster comes from: a local cluster on 127.0.0.1 with free ports (the default),
@@ -22,6 +23,7 @@ import dataclasses
 import math
 import os
 import shlex
+import shutil
 import socket
 import sys
 import tempfile
@@ -115,7 +117,7 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     private_network = private_network_wanted(cluster, local_keys, source, args.allow_remote)
     dry_run_warnings = []
     try:
-        check_memory(config, cluster, local_keys, source)
+        check_resources(config, cluster, local_keys, source)
     except UsageError as error:
         if not args.dry_run:
             raise
@@ -135,6 +137,12 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     else:
         logdir = Path(os.path.abspath(args.logdir or default_logdir(config.env)))
     check_logdir_writable(logdir)
+    try:
+        check_logdir_space(logdir, config)
+    except UsageError as error:
+        if not args.dry_run:
+            raise
+        dry_run_warnings.append(str(error))
     check_no_live_run(logdir)
     check_logdir_checkpoints(logdir, config)
 
@@ -398,11 +406,12 @@ def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
         raise UsageError(str(error)) from None
 
 
-def check_memory(config: A3CConfig, cluster: Mapping[str, list],
-                 local_keys: Sequence[tuple[str, int]], source: str) -> None:
-    """UsageError when the tasks started here need more memory than this machine has.
+def check_resources(config: A3CConfig, cluster: Mapping[str, list],
+                    local_keys: Sequence[tuple[str, int]], source: str) -> None:
+    """UsageError when the tasks started here need more memory, or more threads, than this
+    machine has (memory.py: every size flag counts in the estimate).
 
-    Compared with the memory available now, not the total: what other processes hold is not
+    Compared with what is available now, not the total: what other processes hold is not
     ours to take, and with no swap the kernel makes room by killing a process, maybe
     another user's job.
     """
@@ -413,17 +422,38 @@ def check_memory(config: A3CConfig, cluster: Mapping[str, list],
     jobs = [job for job, _ in local_keys]
     need = memory.estimate(config, envs.env_info(config.env, **envs.env_options(config)),
                            jobs.count("ps"), jobs.count("worker"), len(cluster["ps"]))
-    problem = memory_problem(need, psutil.virtual_memory().available, source)
+    problem = (memory_problem(need, psutil.virtual_memory().available, source)
+               or memory.thread_problem(need, memory.threads_available(),
+                                        source == LOCAL_SOURCE))
     if problem:
         raise UsageError(problem)
+
+
+def check_logdir_space(logdir: Path, config: A3CConfig) -> None:
+    """UsageError when the log dir's file system has less room than one checkpoint of this
+    network takes (storage.py: a disk that fills up later stops the run cleanly)."""
+    from a3c_graph import envs  # env_info is cached from the target check
+
+    probe = logdir
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    need = memory.checkpoint_bytes(config, envs.env_info(config.env, **envs.env_options(config)))
+    free = shutil.disk_usage(probe).free
+    if free < need:
+        raise UsageError(f"--logdir {logdir} has {memory.describe_bytes(free)} free, less than "
+                         f"the {memory.describe_bytes(need)} one checkpoint of this network "
+                         "takes: free some space there or give another --logdir")
 
 
 # How to need less memory, by the part of the estimate that is largest.
 MEMORY_ADVICE = {
     "network copies": "use smaller --hidden-sizes, --conv-filters or --lstm-size",
-    "rollouts": "use fewer --envs-per-worker, a shorter --rollout-length or a smaller "
-                "--queue-capacity",
-    "envs": "use fewer --envs-per-worker or --actor-threads",
+    "rollouts": "use fewer --envs-per-worker, a shorter --rollout-length, a smaller "
+                "--queue-capacity or smaller observations (--frame-stack, --screen-size)",
+    "envs": "use fewer --envs-per-worker or --actor-threads (or a smaller --frame-stack)",
+    "activations": "use smaller --hidden-sizes, --conv-filters or --lstm-size, fewer "
+                   "--envs-per-worker, a shorter --rollout-length or smaller observations "
+                   "(--frame-stack, --screen-size)",
 }
 
 

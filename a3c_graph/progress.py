@@ -30,6 +30,7 @@ No TensorFlow here: the launcher imports this and must start quickly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -46,8 +47,13 @@ def write_atomic(path: Path | str, text: str) -> None:
     """Readers (status, stop, the launcher, tests) never see half a file."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a full disk: no half-written file left behind
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: Path | str, data: Mapping[str, Any]) -> None:

@@ -14,21 +14,47 @@ session instead, and the error becomes LostPs, which the worker turns into exit 
 the chief restores the latest checkpoint if it must. What cannot be cured by a restart (no
 ps within --connect-timeout) is GaveUp, exit status 3.
 
+One AbortedError is not a lost ps: "The same RunGraph (Worker) request was received twice".
+A task refuses a request whose id it saw among its last 100,000, and TF 2.21 draws a step's
+RunGraph ids in a fresh thread (Master::RunStep runs each step in a new std::thread) from a
+thread-local mt19937_64 seeded with 32 bits: two steps get the same id about once in 2^32,
+so a ps that has served 100,000 steps refuses one in 43,000 (docs/operations.md). The ps
+refused that step before running it and is intact: run_step runs the step again in the same
+session (retry_duplicates). What it cannot run again (an actor thread's step, refused by the
+worker's own task and reported through the coordinator; refusals that repeat) breaks the
+session, and FirstSessionOnly makes a new one in place; only a second within a minute is a
+LostPs.
+
 TensorFlow is imported inside the functions: the worker imports this module before it has
 checked its flags.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 import re
 import socket
 import sys
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from a3c_graph.cli import WORKER_PROG as PROG
 
+T = TypeVar("T")
+
 WAIT_MESSAGE_SECS = 10.0
+# TF's words for a request whose id the receiving task has seen (RecentRequestIds), and the
+# canonical code of the AbortedError they come in (tf.errors.ABORTED).
+DUPLICATE_REQUEST = "request was received twice"
+ABORTED = 10
+# Refusals in a row a step is run again for: one in 43,000 steps is chance, three in a row
+# is not, and is left to a new session, then to the lost-ps path.
+DUPLICATE_RETRIES = 3
+# A session broken by a refused duplicate is made anew in place at most this often.
+DUPLICATE_NEW_SESSION_SECS = 60.0
 
 
 class GaveUp(Exception):
@@ -146,24 +172,35 @@ class SessionErrors(logging.Handler):
 
 class FirstSessionOnly:
     """Wraps a session creator for MonitoredSession: waits for the ps before the first
-    session, and refuses to make a second one.
+    session, and refuses to make a second one, but for a session a duplicate request broke.
 
     MonitoredSession recreates its session in place after a ps failure and would wait
     for the ps forever, deaf to signals. Refusing turns that into LostPs: the process
-    exits and its supervisor restarts it (see the module docstring).
+    exits and its supervisor restarts it (see the module docstring). A refused duplicate
+    request that run_step could not run again (an actor's step, which the coordinator
+    reports, or refusals that repeat) leaves the ps intact: a new session is made in place,
+    at most once every DUPLICATE_NEW_SESSION_SECS (more often is not chance).
     """
 
     def __init__(self, creator, spec, timeout: float):
         self.creator, self.spec, self.timeout = creator, spec, timeout
         self.established = False
         self.errors = SessionErrors.install()
+        self.renewed_at = -math.inf
 
     def create_session(self):
         if self.established:
-            cause = self.errors.last
-            raise LostPs("the session to the ps broke" + (
-                f": {type(cause).__name__}: {gist(cause)}" if cause is not None
-                else " (a ps stopped or restarted)")) from cause
+            cause, self.errors.last = self.errors.last, None
+            if (cause is not None and is_duplicate_request(cause)
+                    and time.monotonic() - self.renewed_at >= DUPLICATE_NEW_SESSION_SECS):
+                self.renewed_at = time.monotonic()
+                print(f"{PROG}: warning: {self.spec.job} {self.spec.task}: "
+                      f"{describe_duplicate(cause)}; making a new session (the ps kept its "
+                      "variables)", flush=True)
+            else:
+                raise LostPs("the session to the ps broke" + (
+                    f": {type(cause).__name__}: {gist(cause)}" if cause is not None
+                    else " (a ps stopped or restarted)")) from cause
         wait_for_ps(self.spec, self.timeout)
         session = self.creator.create_session()
         self.established = True
@@ -230,3 +267,50 @@ def report_lost_ps(spec, error: BaseException) -> None:
     # enough to tell why.
     cause = error.__cause__ or error
     print(f"{PROG}: the error in full: {type(cause).__name__}: {cause}", flush=True)
+
+
+def is_duplicate_request(error: BaseException) -> bool:
+    """Whether `error` is a task's refusal of a request whose id it had seen: an AbortedError
+    (by its code, so TF need not be imported) saying "request was received twice". The
+    task that refused it is alive and ran nothing of it (see the module docstring)."""
+    return getattr(error, "error_code", None) == ABORTED and DUPLICATE_REQUEST in str(error)
+
+
+def describe_duplicate(error: BaseException) -> str:
+    """One short line for a refused duplicate request: TF's message carries the whole
+    request, which can run to kilobytes."""
+    text = str(error)
+    task = re.search(r"From (/job:[^:]+:\d+/task:\d+)", text)
+    method = re.search(r"The same (.+?) request was received twice", text)
+    return (f"{task.group(1) if task else 'a task'} refused "
+            f"{'a ' + method.group(1) if method else 'a'} request as one it had already "
+            "received (a repeated request id, docs/operations.md), and ran none of it")
+
+
+def retry_duplicates(run: Callable[[], T], on_duplicate: Callable[[BaseException, int], None]
+                     | None = None, retries: int = DUPLICATE_RETRIES) -> T:
+    """run(), again after each refusal of a duplicate request (is_duplicate_request), up to
+    `retries` in a row; on_duplicate(error, count in a row) is told of each. Any other error,
+    or one refusal more, is raised."""
+    for attempt in itertools.count(1):
+        try:
+            return run()
+        except Exception as error:
+            if attempt > retries or not is_duplicate_request(error):
+                raise
+            if on_duplicate is not None:
+                on_duplicate(error, attempt)
+    raise AssertionError("unreachable")
+
+
+def run_step(session, fetches, options=None,
+             on_duplicate: Callable[[BaseException, int], None] | None = None):
+    """session.run(fetches, options=options) of a MonitoredSession, run again in the same
+    session when the ps refused it as a duplicate request (retry_duplicates).
+
+    Through run_step_fn, whose step sees the error first: MonitoredSession.run would take
+    any AbortedError for a lost ps and ask for a new session (FirstSessionOnly: LostPs)."""
+    def step(step_context):
+        return retry_duplicates(
+            lambda: step_context.run_with_hooks(fetches, options=options), on_duplicate)
+    return session.run_step_fn(step)

@@ -26,11 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a3c_graph import pids
+from a3c_graph import pids, storage
 from a3c_graph.cli import (
     EXIT_CRASH,
     EXIT_GAVE_UP,
     EXIT_LOST_PS,
+    EXIT_STORAGE,
     EXIT_USAGE,
     WORKER_PROG,
     StopSignals,
@@ -79,6 +80,7 @@ class TaskExit(enum.Enum):
     DONE = "done"  # a worker stopped on its own: solved, its budget spent, or told to
     USAGE = "usage"  # bad input: a restart would fail the same way; the run ends, exit 2
     GAVE_UP = "gave up"  # a reason a restart would not cure (no ps in time, NaN losses)
+    STORAGE = "storage"  # the log dir cannot be written (full, read-only): nor can a restart
     LOST_PS = "lost the ps"  # it wants to start again at once: it waits for the ps
     CRASH = "crash"  # anything else, a ps that exited at all included
 
@@ -99,13 +101,15 @@ def restart_decision(job: str, code: int, ran_secs: float, crashes_before: int,
     counted: the new process waits for the ps, and the chief restores the latest checkpoint.
     A crash is restarted after a back-off that doubles with each crash in a row, up to
     `max_restarts` of them; a process that ran HEALTHY_SECS first counts as a new series.
-    Bad input and giving up are never restarted: the run ends.
+    Bad input, giving up and a log dir that cannot be written are never restarted: the run
+    ends.
     """
     if job == "worker" and code == 0:
         return RestartDecision(TaskExit.DONE, crashes_before, None)
-    if code in (EXIT_USAGE, EXIT_GAVE_UP):
-        kind = TaskExit.USAGE if code == EXIT_USAGE else TaskExit.GAVE_UP
-        return RestartDecision(kind, crashes_before, None)
+    final = {EXIT_USAGE: TaskExit.USAGE, EXIT_GAVE_UP: TaskExit.GAVE_UP,
+             EXIT_STORAGE: TaskExit.STORAGE}
+    if code in final:
+        return RestartDecision(final[code], crashes_before, None)
     if code == EXIT_LOST_PS:
         return RestartDecision(TaskExit.LOST_PS, crashes_before, RESTART_BACKOFF_SECS[0])
     crashes = 1 if ran_secs >= HEALTHY_SECS else crashes_before + 1
@@ -279,6 +283,9 @@ class Supervisor:
         if decision.exit is TaskExit.GAVE_UP:
             reason = f": {error}" if error else ""
             return Outcome(EXIT_CRASH, "crash", f"{label} gave up{reason}; its log is {log_path}")
+        if decision.exit is TaskExit.STORAGE:
+            return Outcome(EXIT_STORAGE, "storage", storage.task_fault_line(
+                self.plan.logdir, label, error, storage.diagnose(self.plan.logdir)))
         how = f"exited with status {code}" if code >= 0 else f"was killed by signal {-code}"
         if task.plan.job == "ps" and code == 0:
             how = "exited although a ps serves until it is stopped"

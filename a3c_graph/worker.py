@@ -9,13 +9,14 @@ latest checkpoint in --logdir, and writes checkpoints every --checkpoint-secs.
 Every worker writes TensorBoard summaries to <logdir>/tb/worker_<i> and its progress to
 <logdir>/progress/worker_<i>.json, which the launcher reads.
 
-A task never tries to recover in place: a worker that loses the ps exits with status 75
+A task never tries to recover in place (but for a step the ps refused as a duplicate
+request, which it runs again: sessions.py): a worker that loses the ps exits with status 75
 and its supervisor (the launcher) starts it again; the new process waits for the ps, and
 the chief restores the globals from the latest checkpoint (sessions.py: the session
 creators, the wait for the ps, what a lost ps means). Exit status (cli.py): 0 after a
 normal stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a crash, 3 when
-it gave up (no ps within --connect-timeout, or losses that stay NaN/inf), 75 after losing
-the ps.
+it gave up (no ps within --connect-timeout, or losses that stay NaN/inf), 74 when the log dir
+cannot be written (full, read-only, not permitted: storage.py), 75 after losing the ps.
 
 This module is the task itself: parse and check its flags (before TF is imported, so a bad
 input is one line), build its graph, run its loop.
@@ -24,6 +25,7 @@ input is one line), build its graph, run its loop.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
@@ -31,11 +33,13 @@ import signal
 import sys
 import time
 from collections import deque
+from typing import NoReturn
 
-from a3c_graph import tf_env
+from a3c_graph import storage, tf_env
 from a3c_graph.cli import (
     EXIT_GAVE_UP,
     EXIT_LOST_PS,
+    EXIT_STORAGE,
     WORKER_PROG,
     OneLineParser,
     StopSignals,
@@ -47,8 +51,10 @@ from a3c_graph.progress import ProgressFile, write_json_atomic
 from a3c_graph.sessions import (
     WAIT_MESSAGE_SECS,
     GaveUp,
+    describe_duplicate,
     lost_ps_errors,
     report_lost_ps,
+    run_step,
     session_creator,
 )
 from a3c_graph.stats import RECENT_EPISODES, solved, target_return
@@ -304,7 +310,11 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
               f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
               flush=True)
         while not session.should_stop():
-            fetched = session.run(worker_graph.train_fetches, options=options)
+            fetched = run_step(session, worker_graph.train_fetches, options,
+                               on_duplicate=lambda error, count: print(
+                                   f"{PROG}: warning: worker {spec.task}: "
+                                   f"{describe_duplicate(error)}; running the step again "
+                                   f"({count} in a row)", flush=True))
             progress.update(fetched)
             if fetched["update_skipped"]:
                 skipped_in_a_row += 1
@@ -355,17 +365,35 @@ def main(argv=None) -> int:
     spec, config, info, target, device = task
     _graph_mode_tensorflow()
     try:
-        if spec.job == "ps":
-            return run_ps(spec, config, device, stop)
-        return run_worker(spec, config, args, info, target, stop, device)
-    except (ClusterError, UsageError) as error:  # e.g. lost a race for the port
-        return fail(PROG, error)
-    except GaveUp as error:
-        return fail(PROG, error, EXIT_GAVE_UP)
-    except lost_ps_errors() as error:
-        report_lost_ps(spec, error)
-        # Actor threads may still be blocked in a call to the dead ps: do not wait for them.
-        os._exit(EXIT_LOST_PS)
+        try:
+            if spec.job == "ps":
+                return run_ps(spec, config, device, stop)
+            return run_worker(spec, config, args, info, target, stop, device)
+        except (ClusterError, UsageError) as error:  # e.g. lost a race for the port
+            return fail(PROG, error)
+        except GaveUp as error:
+            return fail(PROG, error, EXIT_GAVE_UP)
+        except lost_ps_errors() as error:
+            report_lost_ps(spec, error)
+            # Actor threads may still be blocked in a call to the dead ps: do not wait.
+            os._exit(EXIT_LOST_PS)
+    except Exception as error:  # noqa: BLE001 - any write may be the first to fail
+        fault = storage.storage_fault(error, args.logdir)
+        if fault is None:
+            raise
+        leave_on_storage_fault(spec, args.logdir, fault)
+
+
+def leave_on_storage_fault(spec, logdir: str | None, fault: str) -> NoReturn:
+    """Exit EXIT_STORAGE, the chief after removing what its failed writes left (storage.py).
+    The error line may not reach the log, which is on the same disk: the status says it."""
+    if spec.job == "worker" and spec.is_chief and logdir:
+        storage.remove_partial_checkpoint(logdir)
+    with contextlib.suppress(OSError):
+        print(f"{PROG}: error: "
+              + storage.fault_line(logdir, fault, f"{spec.job} {spec.task}"),
+              file=sys.stderr, flush=True)
+    os._exit(EXIT_STORAGE)
 
 
 def _validated_task(args):
@@ -450,6 +478,7 @@ if __name__ == "__main__":
     exit_code = main()
     # Everything is written and closed by now. Left to the interpreter, TF's teardown can take
     # more than the launcher's 10 s stop limit on a loaded machine (seen in the chief).
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # a log on a full disk: the status still counts
+            stream.flush()
     os._exit(exit_code)

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     from a3c_graph.cluster import TaskSpec, cluster_from_file, session_config, start_server
     from a3c_graph.config import resolve_config
     from a3c_graph.envs import env_info, env_options
-    from a3c_graph.sessions import wait_for_ps
+    from a3c_graph.sessions import describe_duplicate, retry_duplicates, wait_for_ps
 
     tf1 = tf.compat.v1
     tf1.disable_eager_execution()
@@ -148,8 +148,15 @@ def main(argv=None) -> int:
     metadata = tf1.RunMetadata()
     session.run(update, options=tf1.RunOptions(output_partition_graphs=True),
                 run_metadata=metadata)
+    def push():
+        # A ps that served 100,000 updates refuses one in 43,000 as a duplicate request and
+        # runs none of it (a3c_graph/sessions.py): push again, as a worker does.
+        retry_duplicates(lambda: session.run(update), lambda error, count: print(
+            f"{PROG}: worker {spec.task}: {describe_duplicate(error)}; pushing again "
+            f"({count} in a row)", file=sys.stderr, flush=True))
+
     for _ in range(args.warmup):
-        session.run(update)
+        push()
     # The harness reads the count whenever it samples its other counters, so updates and
     # bytes are counted over the same interval. 8 bytes at offset 0, after every update.
     counter = os.open(args.counter, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -163,7 +170,7 @@ def main(argv=None) -> int:
     threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
     updates = 0
     while not done.is_set():
-        session.run(update)
+        push()
         updates += 1
         os.pwrite(counter, COUNTER.pack(updates), 0)
     return 0

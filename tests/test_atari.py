@@ -69,6 +69,23 @@ def test_flags_turn_off_sticky_actions_and_turn_on_the_full_action_space():
     assert env_info(PONG, **env_options(config)).num_actions == 18
 
 
+def test_the_shape_of_a_huge_frame_stack_is_told_without_making_one():
+    """The launcher asks env_info before its memory estimate can refuse the stack: a stack of
+    10^5 frames of 42x42 (176 MB, and as much again for each bound of its space) must not be
+    allocated to answer."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        info = env_info(PONG, **env_options(resolve_config({"env": PONG,
+                                                            "frame_stack": 100_000})))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.obs_shape == (100_000, 42, 42)
+    assert peak < 20 * 10**6
+
+
 def test_screen_size_and_frame_stack_flags_shape_the_observations():
     config = resolve_config({"env": PONG, "screen_size": 84, "frame_stack": 2})
     assert env_info(PONG, **env_options(config)).obs_shape == (2, 84, 84)

@@ -343,6 +343,24 @@ TOO_BIG = {
                           ["need at least", "shorter --rollout-length"]),
     "too many envs": (["--envs-per-worker", "10000000"], ["need at least",
                                                           "fewer --envs-per-worker"]),
+    "too many actor threads": (["--actor-threads", "10000000"], ["need at least",
+                                                                 "--actor-threads"]),
+    "a queue too long": (["--queue-capacity", "100000000"], ["need at least",
+                                                             "smaller --queue-capacity"]),
+    "convolutions too wide": (["--env", "ALE/Pong-v5", "--conv-filters", "1000000"],
+                              ["need at least", "--conv-filters"]),
+    "an LSTM too big": (["--policy", "lstm", "--lstm-size", "1000000"],
+                        ["need at least", "--lstm-size"]),
+    # A stack of 10^6 42x42 frames is 1.8 GB an observation: the launcher must not make one.
+    "a frame stack too deep": (["--env", "ALE/Pong-v5", "--frame-stack", "1000000"],
+                               ["need at least", "--frame-stack"]),
+    "screens too big for the envs": (["--env", "ALE/Pong-v5", "--screen-size", "210",
+                                      "--envs-per-worker", "100000"],
+                                     ["need at least", "--screen-size"]),
+    # Threads, not memory: each is a pid, and Linux has at most 4,194,304 of them.
+    "too many TF threads": (["--intra-op-threads", "10000000"],
+                            ["need at least", "threads", "fewer --intra-op-threads"]),
+    "thousands of ps tasks": (["--ps", "5000"], ["need at least", "fewer"]),
 }
 
 
@@ -455,6 +473,11 @@ FAKE_WORKER = textwrap.dedent('''
             print("a3c_graph.worker: error: ps task 0 at 127.0.0.1:1 did not answer",
                   file=sys.stderr)
             sys.exit(3)
+        if mode == "storage":  # what a failed graph write of TF's leaves, then exit 74
+            open(os.path.join(args.logdir, "graph.pbtxt.tmp" + "5f" * 16), "w").close()
+            print(f"a3c_graph.worker: error: worker 1 cannot write the log dir {args.logdir}: "
+                  "the file system is read-only; make it writable again", file=sys.stderr)
+            sys.exit(74)
         if mode == "stall":
             progress("running", None, age=100.0)  # its last report, long ago
         if mode == "stale":
@@ -582,6 +605,24 @@ def test_a_worker_that_keeps_crashing_is_restarted_with_back_off_then_the_run_st
     # Every attempt appended its command to the one log.
     log = (logdir / "logs" / "worker_1.log").read_text()
     assert log.count("launch_cluster: ") == 3
+    assert_all_gone(task_pids(logdir))
+
+
+def test_a_worker_that_cannot_write_the_log_dir_stops_the_run_in_one_line_exit_74(
+        fake_launcher):
+    """No restart (--max-restarts is not even consulted), the temporary file removed."""
+    process, logdir = fake_launcher("storage", "--max-restarts", "5")
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 74, stderr
+    assert stderr.splitlines() == [
+        f"launch_cluster: error: worker task 1 cannot write the log dir {logdir}: the file "
+        "system is read-only; make it writable again (or copy the log dir to a writable file "
+        "system and give that --logdir), then start the run again with the same --logdir: it "
+        "goes on from its last checkpoint"]
+    summary = last_json_line(stdout)
+    assert (summary["exit_code"], summary["stop_reason"], summary["restarts"]) == (
+        74, "storage", {})
+    assert not list(logdir.glob("*.tmp*"))
     assert_all_gone(task_pids(logdir))
 
 

@@ -38,11 +38,12 @@ CLUSTER = {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:222
 
 # --------------------------------------------------------------------------- memory
 
-def need(workers=2, parameters=10_000, worker_rollouts=0, worker_envs=0):
+def need(workers=2, parameters=10_000, worker_rollouts=0, worker_envs=0, worker_activations=0):
     network = parameters * memory.PARAMETER_BYTES
     return memory.MemoryEstimate(ps=1, workers=workers, parameters=parameters,
                                  ps_network=3 * network, worker_network=2 * network,
-                                 worker_rollouts=worker_rollouts, worker_envs=worker_envs)
+                                 worker_rollouts=worker_rollouts, worker_envs=worker_envs,
+                                 worker_activations=worker_activations)
 
 
 def test_a_cluster_that_fits_is_no_problem():
@@ -66,9 +67,15 @@ def test_the_tasks_of_a_cluster_file_are_told_to_start_fewer_here():
 
 @pytest.mark.parametrize("estimate, advice", [
     (need(parameters=10**9), "use smaller --hidden-sizes, --conv-filters or --lstm-size"),
-    (need(worker_rollouts=20 * GB), "a shorter --rollout-length or a smaller --queue-capacity"),
-    (need(worker_envs=20 * GB), "use fewer --envs-per-worker or --actor-threads"),
-], ids=["network", "rollouts", "envs"])
+    (need(worker_rollouts=20 * GB), "a shorter --rollout-length, a smaller --queue-capacity or "
+                                    "smaller observations (--frame-stack, --screen-size)"),
+    (need(worker_envs=20 * GB), "use fewer --envs-per-worker or --actor-threads (or a smaller "
+                                "--frame-stack)"),
+    (need(worker_activations=20 * GB), "use smaller --hidden-sizes, --conv-filters or "
+                                       "--lstm-size, fewer --envs-per-worker, a shorter "
+                                       "--rollout-length or smaller observations "
+                                       "(--frame-stack, --screen-size)"),
+], ids=["network", "rollouts", "envs", "activations"])
 def test_the_advice_is_for_the_largest_part_of_the_estimate(estimate, advice):
     line = memory_problem(estimate, 22 * GB, LOCAL_SOURCE)
     assert line.endswith(advice)

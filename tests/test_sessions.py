@@ -98,3 +98,124 @@ def test_a_lost_ps_leaves_one_line_on_stderr_and_the_whole_error_in_the_log(caps
     assert err.splitlines() == ["a3c_graph.worker: worker 0 lost the ps (the session to the ps "
                                 "broke); exiting to be restarted"]
     assert "the error in full: RuntimeError: UNAVAILABLE" in out and "detail" in out
+
+
+DUPLICATE = ("From /job:ps/replica:0/task:0:\nThe same RunGraph (Worker) request was received "
+             "twice. graph_handle: \"0000000000000003\" step_id: 1003 send { name: \"x\" }")
+
+
+class Refusal(Exception):
+    """What a TF OpError is to the classifier: an error_code and a message."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.error_code = code
+
+
+@pytest.mark.parametrize("error, duplicate", [
+    (Refusal(sessions.ABORTED, DUPLICATE), True),
+    (Refusal(sessions.ABORTED, "The same RecvTensor (GrpcWorker) request was received twice."),
+     True),
+    # A session the ps lost on its restart, or a step aborted for another reason: a lost ps.
+    (Refusal(sessions.ABORTED, "Session 1c2d0e5f4a3b is not found."), False),
+    (Refusal(sessions.ABORTED, "Step 12 was aborted"), False),
+    (Refusal(14, "The same RunGraph request was received twice"), False),  # UNAVAILABLE
+    (RuntimeError("The same RunGraph (Worker) request was received twice"), False),
+])
+def test_only_an_aborted_error_of_a_repeated_request_is_a_duplicate(error, duplicate):
+    assert sessions.is_duplicate_request(error) is duplicate
+
+
+def test_a_duplicate_is_told_in_one_short_line_naming_the_task_and_the_request():
+    assert sessions.describe_duplicate(Refusal(sessions.ABORTED, DUPLICATE)) == (
+        "/job:ps/replica:0/task:0 refused a RunGraph (Worker) request as one it had already "
+        "received (a repeated request id, docs/operations.md), and ran none of it")
+
+
+def test_a_refused_step_is_run_again_but_a_refusal_that_repeats_is_raised():
+    calls, told = [], []
+
+    def refused_twice():
+        calls.append(1)
+        if len(calls) <= 2:
+            raise Refusal(sessions.ABORTED, DUPLICATE)
+        return "fetched"
+
+    assert sessions.retry_duplicates(refused_twice, lambda _, n: told.append(n)) == "fetched"
+    assert told == [1, 2]
+
+    def always_refused():
+        raise Refusal(sessions.ABORTED, DUPLICATE)
+
+    with pytest.raises(Refusal):
+        sessions.retry_duplicates(always_refused, lambda _, n: told.append(n))
+    assert told == [1, 2, 1, 2, 3]  # DUPLICATE_RETRIES, then the error
+
+    def lost_ps():
+        raise Refusal(14, "Socket closed")
+
+    with pytest.raises(Refusal, match="Socket closed"):
+        sessions.retry_duplicates(lost_ps, lambda _, n: told.append(n))
+    assert told == [1, 2, 1, 2, 3]
+
+
+def test_a_step_refused_as_a_duplicate_runs_again_then_in_a_new_session(listening_ps):
+    """A real MonitoredSession whose session raises TF's own AbortedError of a refused
+    duplicate (an op cannot: a numpy_function's errors become UnknownError). run_step runs
+    the step again in the same session; refusals past DUPLICATE_RETRIES, or a refusal that
+    reaches MonitoredSession (as an actor thread's does, through the coordinator), get a new
+    session in place; a second within DUPLICATE_NEW_SESSION_SECS is a lost ps."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+
+    class RefusingSession:
+        """A tf.Session whose next `refusals` runs are refused as duplicates."""
+
+        def __init__(self, session, refusals):
+            self.session, self.refusals = session, refusals
+
+        def __getattr__(self, name):
+            return getattr(self.session, name)
+
+        def run(self, *args, **kwargs):
+            if self.refusals:
+                self.refusals -= 1
+                raise tf.errors.AbortedError(None, None, DUPLICATE)
+            return self.session.run(*args, **kwargs)
+
+    class Creator:
+        """Its first session refuses `first` runs, the later ones none."""
+
+        def __init__(self, first):
+            self.sessions, self.first = [], first
+
+        def create_session(self):
+            refusals = 0 if self.sessions else self.first
+            self.sessions.append(RefusingSession(tf1.Session(graph=graph), refusals))
+            return self.sessions[-1]
+
+    def monitored(creator):
+        return tf1.train.MonitoredSession(session_creator=sessions.FirstSessionOnly(
+            creator, spec_with_ps(listening_ps), 5.0))
+
+    graph = tf.Graph()
+    with graph.as_default():
+        fetch = tf.constant(1.0) + 1.0
+        told = []
+        creator = Creator(first=sessions.DUPLICATE_RETRIES)
+        with monitored(creator) as session:
+            assert sessions.run_step(session, fetch,
+                                     on_duplicate=lambda _, n: told.append(n)) == 2.0
+            assert told == [1, 2, 3] and len(creator.sessions) == 1  # the same session
+        creator = Creator(first=sessions.DUPLICATE_RETRIES + 1)
+        with monitored(creator) as session:
+            assert sessions.run_step(session, fetch) == 2.0
+            assert len(creator.sessions) == 2  # a new one, made in place
+            creator.sessions[-1].refusals = sessions.DUPLICATE_RETRIES + 1
+            with pytest.raises(sessions.LostPs, match="broke: AbortedError"):
+                sessions.run_step(session, fetch)  # again within the minute: not chance
+        creator = Creator(first=1)
+        with monitored(creator) as session:
+            assert session.run(fetch) == 2.0  # the way an actor's refusal reaches it
+            assert len(creator.sessions) == 2

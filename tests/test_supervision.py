@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -163,8 +164,18 @@ def test_a_killed_ps_is_restarted_and_the_cluster_recovers_from_the_checkpoint(r
     # restores the globals from the checkpoint before anyone trains again.
     for task, old in enumerate(workers):
         run.training_again(task, old, beyond_step=saved)
+    # The global step carries on from the checkpoint (the newest: one may have been written
+    # after `saved` was read), never from 0.
     assert run.lowest_since_mark is not None and run.lowest_since_mark >= saved
-    assert "restores " in (run.logdir / "logs" / "worker_0.log").read_text()
+    restored = re.findall(r"restores \S+-(\d+)$", (run.logdir / "logs" / "worker_0.log")
+                          .read_text(), re.MULTILINE)
+    assert restored and int(restored[-1]) >= saved
+    # The run still ends as a run does, its summary counting the ps's one restart.
+    run.process.send_signal(signal.SIGTERM)
+    assert run.process.wait(timeout=60) == 143
+    summary = json.loads((run.logdir / "summary.json").read_text())
+    assert summary["restarts"]["ps_0"] == 1
+    assert summary["global_step"] > int(restored[-1])
 
 
 def test_sigterm_stops_every_task_with_a_final_checkpoint_and_a_summary(run):

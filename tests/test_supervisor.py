@@ -45,9 +45,11 @@ def test_a_ps_that_exits_at_all_has_crashed():
     assert decision.restart_in == RESTART_BACKOFF_SECS[0]
 
 
-@pytest.mark.parametrize("code, kind", [(2, TaskExit.USAGE), (3, TaskExit.GAVE_UP)])
+@pytest.mark.parametrize("code, kind", [(2, TaskExit.USAGE), (3, TaskExit.GAVE_UP),
+                                        (74, TaskExit.STORAGE)])
 @pytest.mark.parametrize("job", ["ps", "worker"])
-def test_bad_input_and_giving_up_are_never_restarted(code, kind, job):
+def test_bad_input_giving_up_and_a_log_dir_it_cannot_write_are_never_restarted(code, kind, job):
+    """74: a full or read-only disk, which a restart cannot cure (no restart loop)."""
     decision = decide(code, job=job, before=1)
     assert (decision.exit, decision.restart_in) == (kind, None)
     assert decision.crashes_in_a_row == 1  # not a crash: the count is left as it was

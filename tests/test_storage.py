@@ -1,0 +1,442 @@
+"""A log dir that cannot be written: full, read-only, not permitted (a3c_graph/storage.py).
+
+The pure parts first: which errors are storage faults, the lines that tell the user, what a
+failed write leaves and its removal. Then the worker's exit status 74 (a subprocess whose
+training raises the fault), and real small file systems (root only: a tmpfs mounted for
+the test, unmounted in a `finally`): a start on a full or read-only one is refused in one
+line; a disk that fills up, or a directory that turns read-only, in the middle of a
+CartPole run stops it in one line with exit 74, no restart, no temporary file, and the last
+checkpoint restorable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import REPO, checkpoint_step, child_env
+
+from a3c_graph import plan, storage
+from a3c_graph.checkpoints import read_checkpoint_state
+from a3c_graph.cli import UsageError
+from a3c_graph.config import A3CConfig
+from a3c_graph.pids import read_pid_files
+from a3c_graph.progress import read_progress, write_atomic
+
+LOGDIR = "/runs/a"
+
+
+class OpError(Exception):
+    """What a TF error is to the classifier: an error_code and a message."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.error_code = code
+
+
+def os_error(code: int, filename: str | None = None) -> OSError:
+    return OSError(code, os.strerror(code), filename)
+
+
+@pytest.mark.parametrize("error, fault", [
+    (os_error(errno.ENOSPC), storage.FULL),  # a print to the task's log names no file
+    (os_error(errno.ENOSPC, f"{LOGDIR}/progress/.worker_0.json.12.tmp"), storage.FULL),
+    (os_error(errno.EDQUOT, f"{LOGDIR}/x"), storage.QUOTA),
+    (os_error(errno.EROFS, f"{LOGDIR}/progress/worker_0.jsonl"), storage.READ_ONLY),
+    (os_error(errno.EACCES, f"{LOGDIR}/config.json"), storage.DENIED),
+    # TF's own: ResourceExhausted, FailedPrecondition, PermissionDenied with the strerror.
+    (OpError(8, f"{LOGDIR}/model.ckpt-5.data-00000-of-00001.tempstate9; No space left on "
+                "device [Op:SaveV2]"), storage.FULL),
+    (OpError(9, f"{LOGDIR}/graph.pbtxt.tmp0a; Read-only file system"), storage.READ_ONLY),
+    (RuntimeError("coordinator"), None),
+    # Outside the log dir, or another error: not the log dir's fault.
+    (os_error(errno.ENOSPC, "/home/u/.cache/x"), None),
+    (os_error(errno.ENOENT, f"{LOGDIR}/x"), None),
+    (RuntimeError("No space left on device"), None),  # not TF's, not an OSError
+])
+def test_a_storage_fault_is_told_by_errno_or_by_tfs_message(error, fault):
+    assert storage.storage_fault(error, LOGDIR) == fault
+
+
+def test_a_fault_behind_another_error_is_found():
+    try:
+        try:
+            raise os_error(errno.ENOSPC)
+        except OSError as cause:
+            raise RuntimeError("an actor thread's error, raised by the coordinator") from cause
+    except RuntimeError as error:
+        assert storage.storage_fault(error, LOGDIR) == storage.FULL
+
+
+def test_the_line_names_the_log_dir_why_and_what_to_do():
+    line = storage.fault_line(LOGDIR, storage.FULL, "worker 0")
+    assert line == ("worker 0 cannot write the log dir /runs/a: no space left on the device; "
+                    "free some space there, then start the run again with the same --logdir: "
+                    "it goes on from its last checkpoint")
+    assert storage.fault_of_line(line) == storage.FULL
+    # The launcher names the task its own way, and the fault the task's line gave.
+    assert storage.task_fault_line(LOGDIR, "worker task 0", line, None) == (
+        line.replace("worker 0", "worker task 0"))
+    # No line reached the task's log (the disk is full): the file system tells.
+    assert storage.task_fault_line(LOGDIR, "ps task 0", None, storage.READ_ONLY).startswith(
+        "ps task 0 cannot write the log dir /runs/a: the file system is read-only; make it "
+        "writable again")
+    assert storage.task_fault_line(LOGDIR, "ps task 0", None, None) == (
+        "ps task 0 cannot write the log dir /runs/a: see its log")
+
+
+def test_a_writable_log_dir_shows_no_fault(tmp_path):
+    assert storage.diagnose(tmp_path) in (None, storage.FULL)  # FULL if this disk is
+    assert storage.diagnose(tmp_path / "missing") is None
+
+
+def write_state(logdir: Path, *steps: int) -> None:
+    paths = "".join(f'all_model_checkpoint_paths: "model.ckpt-{s}"\n' for s in steps)
+    (logdir / "checkpoint").write_text(f'model_checkpoint_path: "model.ckpt-{steps[-1]}"\n'
+                                       + paths)
+
+
+def checkpoint_files(logdir: Path, step: int) -> list[Path]:
+    names = [f"model.ckpt-{step}.{suffix}" for suffix in ("index", "meta",
+                                                          "data-00000-of-00001")]
+    for name in names:
+        (logdir / name).write_bytes(b"x")
+    return [logdir / name for name in names]
+
+
+def test_what_failed_writes_left_is_removed_and_the_complete_checkpoints_kept(tmp_path):
+    kept = checkpoint_files(tmp_path, 10) + checkpoint_files(tmp_path, 20)
+    write_state(tmp_path, 10, 20)
+    (tmp_path / "tb").mkdir()
+    kept += [tmp_path / "config.json", tmp_path / "graph.pbtxt", tmp_path / "events.out.x",
+             tmp_path / "tb" / ".worker_0.json.7.tmp"]  # below tb/: not ours to judge
+    for path in kept[-4:]:
+        path.write_text("{}")
+    (tmp_path / "progress").mkdir()
+    left = [tmp_path / "model.ckpt-30.data-00000-of-00001",  # the failed save: no index
+            tmp_path / "model.ckpt-30.index.tempstate8814426547",
+            tmp_path / f"graph.pbtxt.tmp{'0a' * 16}", tmp_path / f"checkpoint.tmp{'b1' * 16}",
+            tmp_path / "progress" / ".worker_1.json.4242.tmp",
+            tmp_path / ".summary.json.99.tmp"]
+    for path in left:
+        path.write_bytes(b"partial")
+    (tmp_path / "model.ckpt-30_temp").mkdir()
+    (tmp_path / "model.ckpt-30_temp" / "part-00000-of-00001.index").write_bytes(b"x")
+    left.append(tmp_path / "model.ckpt-30_temp")
+
+    # The chief removes only what its own writes leave: other tasks may still be writing.
+    assert sorted(storage.remove_partial_checkpoint(tmp_path)) == sorted(left[:4] + left[-1:])
+    assert (tmp_path / "progress" / ".worker_1.json.4242.tmp").exists()
+    # The launcher, once every task is stopped, the rest.
+    assert sorted(storage.remove_partial_files(tmp_path)) == sorted(left[4:6])
+    assert all(path.exists() for path in kept), [p for p in kept if not p.exists()]
+    assert read_checkpoint_state(str(tmp_path)).newest == str(tmp_path / "model.ckpt-20")
+
+
+def test_with_no_complete_checkpoint_every_checkpoint_file_is_partial(tmp_path):
+    partial = checkpoint_files(tmp_path, 5)
+    assert sorted(storage.remove_partial_checkpoint(tmp_path)) == sorted(partial)
+
+
+def test_a_damaged_state_file_leaves_everything_to_the_checkpoint_checks(tmp_path):
+    files = checkpoint_files(tmp_path, 5)
+    (tmp_path / "checkpoint").write_text("garbled\n")
+    assert storage.remove_partial_checkpoint(tmp_path) == []
+    assert all(path.exists() for path in files)
+
+
+def test_an_atomic_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "worker_0.json"
+    write_atomic(path, "old")
+
+    def full(*_args):
+        raise os_error(errno.ENOSPC)
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        write_atomic(path, "new")
+    assert [p.name for p in tmp_path.iterdir()] == ["worker_0.json"]
+    assert path.read_text() == "old"
+
+
+def test_a_log_dir_without_room_for_one_checkpoint_is_refused(tmp_path, monkeypatch):
+    free = 50_000  # CartPole's network: 9,155 parameters, three copies of 4 bytes: 110 kB
+    monkeypatch.setattr(plan.shutil, "disk_usage",
+                        lambda _path: shutil._ntuple_diskusage(10**9, 10**9 - free, free))
+    with pytest.raises(UsageError) as refused:
+        plan.check_logdir_space(tmp_path / "run", A3CConfig())
+    assert str(refused.value) == (f"--logdir {tmp_path / 'run'} has 50 kB free, less than the "
+                                  "110 kB one checkpoint of this network takes: free some "
+                                  "space there or give another --logdir")
+    monkeypatch.setattr(plan.shutil, "disk_usage",
+                        lambda _path: shutil._ntuple_diskusage(10**9, 0, 110_000))
+    plan.check_logdir_space(tmp_path / "run", A3CConfig())
+
+
+# --------------------------------------------------------------------------- a worker
+
+# A worker whose training fails on a write: its command line is checked as usual (on the host
+# network, with --allow-remote), then run_worker raises `FAULT`.
+FAILING_WORKER = textwrap.dedent('''
+    import errno, os, sys
+    from a3c_graph import worker
+
+    def run_worker(spec, config, args, *rest):
+        import tensorflow as tf
+        path = os.path.join(args.logdir, "model.ckpt-7.data-00000-of-00001.tempstate1")
+        open(path, "w").close()  # what a failed save leaves
+        raise {fault}
+
+    worker.run_worker = run_worker
+    sys.exit(worker.main(sys.argv[1:]))
+''')
+
+
+@pytest.mark.parametrize("fault, words", [
+    ("OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))", storage.FULL),
+    ("tf.errors.FailedPreconditionError(None, None, path + '; Read-only file system')",
+     storage.READ_ONLY),
+])
+def test_a_worker_that_cannot_write_its_log_dir_exits_74_in_one_line(fault, words, tmp_path):
+    import portpicker
+
+    logdir = tmp_path / "run"
+    ports = [portpicker.pick_unused_port() for _ in range(2)]
+    result = subprocess.run(
+        [sys.executable, "-c", FAILING_WORKER.format(fault=fault), "--job", "worker",
+         "--task", "0", "--ps-hosts", f"127.0.0.1:{ports[0]}", "--worker-hosts",
+         f"127.0.0.1:{ports[1]}", "--logdir", str(logdir), "--allow-remote"],
+        cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 74, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "a3c_graph.worker: error: " + storage.fault_line(str(logdir), words, "worker 0"))
+    assert "Traceback" not in result.stderr
+    # The chief removed what its failed write left.
+    assert not list(logdir.glob("*tempstate*"))
+
+
+# --------------------------------------------------------------------------- the launcher
+
+# The launcher whose first write into the log dir (its pid file) finds the disk full.
+LAUNCHER_ON_A_FULL_DISK = textwrap.dedent('''
+    import errno, os, sys
+    import a3c_graph.launch as launch
+    from a3c_graph.supervisor import Supervisor
+
+    def prepare_logdir(self):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC),
+                      str(self.plan.logdir / "pids" / "launcher.pid"))
+
+    Supervisor.prepare_logdir = prepare_logdir
+    sys.exit(launch.main())
+''')
+
+
+def test_a_launcher_that_cannot_write_the_log_dir_says_so_in_one_line_and_starts_nothing(
+        tmp_path):
+    logdir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-c", LAUNCHER_ON_A_FULL_DISK, "--logdir",
+                             str(logdir)], cwd=REPO, env=child_env(), capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 74, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "launch_cluster: error: " + storage.fault_line(logdir, storage.FULL, "the launcher"))
+    assert "Traceback" not in result.stderr
+    summary = json.loads(result.stdout.splitlines()[-1])
+    assert (summary["exit_code"], summary["stop_reason"], summary["task_exit_codes"]) == (
+        74, "storage", {})
+
+
+# --------------------------------------------------------------------------- small disks
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `path` for the block; root only (else the test skips)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small file system needs root and mount(8)")
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                   check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        unmount(path)
+
+
+def unmount(path: Path) -> None:
+    if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)  # busy: detach it
+
+
+def fill(path: Path) -> Path:
+    """Write zeros into a file at `path` until its file system is full."""
+    chunk = bytes(64 * 1024)
+    with open(path, "wb", buffering=0) as handle:
+        with contextlib.suppress(OSError):
+            while True:
+                handle.write(chunk)
+    with contextlib.suppress(OSError), open(path, "ab", buffering=0) as handle:
+        while True:  # the last few kB
+            handle.write(b"\0" * 512)
+    return path
+
+
+def launch(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "a3c_graph.launch", *args], cwd=REPO,
+                          env=child_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_start_on_a_full_disk_is_refused_in_one_line_and_writes_nothing(tmp_path):
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        fill(disk / "filler")
+        result = launch("--logdir", str(disk / "run"))
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.splitlines()
+        assert re.fullmatch(rf"launch_cluster: error: --logdir {disk / 'run'} has "
+                            r"\d+ (kB|bytes) free, less than the 110 kB one checkpoint of this "
+                            r"network takes: free some space there or give another --logdir",
+                            line), line
+        assert [p.name for p in disk.iterdir()] == ["filler"]
+        assert storage.diagnose(disk) == storage.FULL
+
+
+def test_a_start_on_a_read_only_disk_is_refused_in_one_line(tmp_path):
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True,
+                       capture_output=True)
+        assert storage.diagnose(disk) == storage.READ_ONLY
+        result = launch("--logdir", str(disk / "run"))
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"launch_cluster: error: --logdir {disk / 'run'} cannot be "
+                               f"created: no directory can be made in {disk} (Read-only file "
+                               "system)"), line
+
+
+# --------------------------------------------------------------------------- a run
+
+SMALL = ["--workers", "1", "--rollout-length", "16", "--envs-per-worker", "4",
+         "--progress-secs", "0.5", "--checkpoint-secs", "1", "--max-seconds", "120",
+         "--target-return", "100000"]
+
+
+def start_run(logdir: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "a3c_graph.launch", "--logdir", str(logdir),
+                             *SMALL], cwd=REPO, env=child_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for_training(process: subprocess.Popen, logdir: Path, timeout: float = 180) -> int:
+    """The global step of the first checkpoint, once the worker trains past it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[1]
+        saved = checkpoint_step(logdir)
+        progress = read_progress(logdir).get(0)
+        if saved and progress and progress["global_step"] > saved:
+            return saved
+        time.sleep(0.3)
+    pytest.fail(f"no training and checkpoint within {timeout} s; logs in {logdir / 'logs'}")
+
+
+def stop_run(process: subprocess.Popen, logdir: Path) -> None:
+    """Nothing of the run is left: the launcher first, then any task by its checked pid."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for record in read_pid_files(logdir).values():
+        if record.proc is not None:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                record.proc.kill()
+
+
+def assert_stopped_cleanly(stdout: str, stderr: str, logdir: Path, line: str) -> None:
+    assert stderr.splitlines()[-1] == "launch_cluster: error: " + line, stderr
+    assert "Traceback" not in stderr
+    summary = json.loads(stdout.splitlines()[-1])
+    assert summary["exit_code"] == 74 and summary["stop_reason"] == "storage"
+    assert summary["restarts"] == {}  # a full disk is not restarted into
+    assert summary["task_exit_codes"]["worker_0"] == 74
+    assert not [r.pid for r in read_pid_files(logdir).values() if r.proc is not None]
+    leftovers = [path for path in logdir.rglob("*")
+                 if storage.TF_TEMP.fullmatch(path.name) or storage.OUR_TEMP.fullmatch(path.name)]
+    assert leftovers == []
+
+
+def assert_restorable(logdir: Path) -> None:
+    """The state file names a complete checkpoint, every tensor of which reads back."""
+    import tensorflow as tf
+
+    state = read_checkpoint_state(str(logdir))
+    newer = [path for path in logdir.glob("model.ckpt-*")
+             if int(re.search(r"-(\d+)", path.name).group(1)) > int(state.newest.rsplit("-")[-1])]
+    assert newer == []
+    reader = tf.train.load_checkpoint(state.newest)
+    for name in reader.get_variable_to_shape_map():
+        reader.get_tensor(name)
+
+
+@pytest.mark.e2e
+def test_a_disk_that_fills_up_mid_run_stops_it_in_one_line_without_restarts(tmp_path):
+    with tmpfs(tmp_path / "disk", "64m") as disk:
+        logdir = disk / "run"
+        process = start_run(logdir)
+        try:
+            wait_for_training(process, logdir)
+            filler = fill(disk / "filler")
+            stdout, stderr = process.communicate(timeout=120)
+        finally:
+            stop_run(process, logdir)
+        assert process.returncode == 74, stderr
+        assert_stopped_cleanly(stdout, stderr, logdir,
+                               storage.fault_line(logdir, storage.FULL, "worker task 0"))
+        assert_restorable(logdir)
+        filler.unlink()
+
+
+@pytest.mark.e2e
+def test_a_log_dir_that_turns_read_only_mid_run_stops_it_in_one_line(tmp_path):
+    """progress/ is a bind mount of its own, made read-only while the run writes to it (a
+    whole file system cannot be: the task logs on it are open for writing)."""
+    with tmpfs(tmp_path / "disk", "64m") as disk:
+        logdir = disk / "run"
+        progress = logdir / "progress"
+        progress.mkdir(parents=True)
+        subprocess.run(["mount", "--bind", str(progress), str(progress)], check=True)
+        try:
+            process = start_run(logdir)
+            try:
+                wait_for_training(process, logdir)
+                for _ in range(50):  # busy while a progress file is open for writing
+                    if subprocess.run(["mount", "-o", "remount,bind,ro", str(progress)],
+                                      capture_output=True).returncode == 0:
+                        break
+                    time.sleep(0.1)
+                else:
+                    pytest.fail("progress/ could not be made read-only")
+                stdout, stderr = process.communicate(timeout=120)
+            finally:
+                stop_run(process, logdir)
+        finally:
+            unmount(progress)
+        assert process.returncode == 74, stderr
+        assert_stopped_cleanly(stdout, stderr, logdir,
+                               storage.fault_line(logdir, storage.READ_ONLY, "worker task 0"))
+        assert_restorable(logdir)
