@@ -283,6 +283,7 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
         reason, error = train(creator, hooks, worker_graph, config, spec, progress, stop,
                               target_return)
         if tokens:  # after the session closed: the chief's last checkpoint is written
+            stop.in_loop = True  # a second SIGTERM (Slurm may send two) must not cut this
             problem = ps_release.leave_token(server.target, graph, sess_config, tokens)
             if problem:
                 print(f"{PROG}: warning: worker {spec.task} could not tell the ps it is done: "
