@@ -331,6 +331,14 @@ def global_step(logdir: Path) -> int:
                default=0)
 
 
+def resumed_steps(logdir: Path, since: float) -> int:
+    """The lowest global step the workers reported after `since` (a later run of the job)."""
+    rows = [row for row in read_history(logdir)
+            if row["time"] > since and row.get("state") != "starting"]
+    assert rows, "no progress after the job started again"
+    return min(int(row["global_step"]) for row in rows)
+
+
 def job_output(run_dir: Path, job: str) -> str:
     return (run_dir / f"a3c-{job}.out").read_text(errors="replace")
 
@@ -360,15 +368,15 @@ def test_scancel_stops_every_task_within_10_s_after_a_final_checkpoint(cluster, 
     wait_until("training past step 200", lambda: global_step(logdir) > 200)
     tasks = cluster.all_tasks()
     assert sorted(tasks) == [0, 1, 2, 3]
-    cancelled = time.monotonic()
+    before = global_step(logdir)
     cluster.run("scancel", job)
     psutil.wait_procs(list(tasks.values()), timeout=10)
     assert [rank for rank, proc in tasks.items() if proc.is_running()
             and proc.status() != psutil.STATUS_ZOMBIE] == [], "tasks alive 10 s after scancel"
-    assert time.monotonic() - cancelled <= 10.5
-    # The chief's last checkpoint is the global step the workers stopped at.
-    final = checkpoint_step(logdir)
-    assert final > 200 and final >= global_step(logdir) - 3 * 5  # a step or so per worker
+    # Checkpoints every 600 s: past step 200 only the chief's last one, at the stop.
+    assert checkpoint_step(logdir) >= before
+    out = job_output(tmp_path, job)
+    assert "worker 0 done (signal)" in out and "ps task 0 stopping (every worker is done)" in out
     assert cluster.wait_for_state(job, {"CANCELLED", "COMPLETED", "FAILED"}, 60) == "CANCELLED"
 
 
@@ -384,7 +392,9 @@ def test_the_time_limit_signal_writes_a_checkpoint_before_the_end(cluster, tmp_p
     assert state == "FAILED", job_output(tmp_path, job)  # not over, and no requeue left
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["stop_reason"] == "signal" and summary["step_exit_code"] == 0
-    assert checkpoint_step(logdir) == summary["global_step"] > 0
+    # Checkpoints every 600 s: past step 0 only the chief's last one, at the signal; the
+    # other workers may each have applied one update after it.
+    assert checkpoint_step(logdir) >= summary["global_step"] - 2 > 0
 
 
 @pytest.mark.slow
@@ -392,16 +402,14 @@ def test_the_time_limit_signal_writes_a_checkpoint_before_the_end(cluster, tmp_p
 def test_a_requeued_job_resumes_from_its_checkpoint(cluster, tmp_path):
     job, logdir = submit_example(cluster, tmp_path, flags=["--checkpoint-secs", "600"])
     wait_until("training past step 100", lambda: global_step(logdir) > 100)
-    requeued = time.time()
     cluster.run("scontrol", "requeue", job)
     wait_until("the first run's tasks end", lambda: not cluster.all_tasks(), 30)
-    saved = checkpoint_step(logdir)
+    between = time.time()
+    saved = checkpoint_step(logdir)  # the chief's last, at the requeue's SIGTERM
     assert saved > 100
     assert cluster.wait_for_state(job, {"COMPLETED", "FAILED", "CANCELLED"}) == "COMPLETED", \
         job_output(tmp_path, job)
-    after = [row for row in read_history(logdir)
-             if row["time"] > requeued and row.get("state") != "starting"]
-    assert after and min(int(row["global_step"]) for row in after) >= saved
+    assert resumed_steps(logdir, between) >= saved
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["solved"] is True and summary["slurm_restart_count"] == 1
 
@@ -413,13 +421,13 @@ def test_a_task_killed_on_one_node_requeues_the_job_which_resumes(cluster, tmp_p
     wait_until("a checkpoint past step 100", lambda: checkpoint_step(logdir) > 100)
     victim = cluster.tasks("node2")[3]  # worker 2
     victim.kill()
-    killed = time.time()
+    wait_until("the first run's tasks end", lambda: not cluster.all_tasks(), 60)
+    between = time.time()
+    saved = checkpoint_step(logdir)
     assert cluster.wait_for_state(job, {"COMPLETED", "FAILED", "CANCELLED"}) == "COMPLETED", \
         job_output(tmp_path, job)
     out = job_output(tmp_path, job)
     assert "the run is not over" in out and "run 2," in out
-    after = [row for row in read_history(logdir)
-             if row["time"] > killed + 1 and row.get("state") != "starting"]
-    assert after and min(int(row["global_step"]) for row in after) > 100
+    assert resumed_steps(logdir, between) >= saved > 100
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["solved"] is True and summary["slurm_restart_count"] == 1
