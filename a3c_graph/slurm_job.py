@@ -12,7 +12,9 @@ as the launcher does) with the job's facts, prints it as one JSON line, and exit
     signal (the time limit's --signal) or a task died and srun --kill-on-bad-exit ended the
     step. The batch script then requeues its own job (`scontrol requeue`), which starts
     again and whose chief restores the latest checkpoint: the global step carries on;
-  * 1 when it is not over and the job has been requeued --max-requeues times already.
+  * 1 when it is not over and the job has been requeued --max-requeues times already;
+    srun's own status when a task refused its input (2) or gave up (3): a new run would do
+    the same.
 
 Stdlib only: it runs once the TF tasks have ended.
 """
@@ -25,7 +27,7 @@ import os
 import sys
 from pathlib import Path
 
-from a3c_graph.cli import EXIT_LOST_PS, OneLineParser, UsageError, fail
+from a3c_graph.cli import EXIT_GAVE_UP, EXIT_LOST_PS, EXIT_USAGE, OneLineParser, UsageError, fail
 from a3c_graph.progress import read_progress, summary_fields, write_json_atomic
 
 PROG = "a3c_graph.slurm_job"
@@ -45,10 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def verdict(stop_reason: str | None, restarts: int, max_requeues: int) -> int:
-    """0 when the run is over, EXIT_REQUEUE to run the job again, 1 when out of requeues."""
+def verdict(stop_reason: str | None, restarts: int, max_requeues: int,
+            step_status: int = 0) -> int:
+    """0 when the run is over, EXIT_REQUEUE to run the job again, else the job's failure."""
     if stop_reason in FINISHED:
         return 0
+    if step_status in (EXIT_USAGE, EXIT_GAVE_UP):  # srun: the highest status of its tasks
+        return step_status
     return EXIT_REQUEUE if restarts < max_requeues else 1
 
 
@@ -69,7 +74,7 @@ def job_summary(logdir: Path, step_status: int, started: float, max_requeues: in
         "slurm_job_id": environ.get("SLURM_JOB_ID"),
         "slurm_restart_count": restarts,
         "step_exit_code": step_status,
-        "exit_code": verdict(stop_reason, restarts, max_requeues),
+        "exit_code": verdict(stop_reason, restarts, max_requeues, step_status),
     })
     return summary
 

@@ -342,6 +342,13 @@ def test_a_run_that_is_not_over_requeues_the_job_a_bounded_number_of_times(
     assert slurm_job.verdict(reason, restarts, max_requeues=3) == expected
 
 
+def test_a_task_that_refused_its_input_or_gave_up_is_not_run_again():
+    assert slurm_job.verdict(None, 0, 3, step_status=2) == 2  # bad input
+    assert slurm_job.verdict("signal", 0, 3, step_status=3) == 3  # NaN losses, no ps in time
+    assert slurm_job.verdict(None, 0, 3, step_status=137) == slurm_job.EXIT_REQUEUE  # killed
+    assert slurm_job.verdict("solved", 0, 3, step_status=137) == 0
+
+
 def write_progress(logdir: Path, task: int, **fields) -> None:
     (logdir / "progress").mkdir(parents=True, exist_ok=True)
     data = {"task": task, "time": 1000.0 + task, "state": "done", "global_step": 1200,
