@@ -266,6 +266,29 @@ def wait_for_files(directory: Path, pattern: str, count: int, timeout: float = 6
 
 # --------------------------------------------------------------------------- one node, bad input
 
+def test_every_file_the_daemons_are_given_is_under_the_clusters_directory(tmp_path):
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import cluster_files
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    state = cluster_files.State(
+        "namespaces", "ctl", ["node1", "node2"],
+        {"ctl": "10.231.0.2", "node1": "10.231.0.3", "node2": "10.231.0.4"},
+        {"slurmctld": 6817, "slurmd": 6818, "slurmdbd": 6819})
+    conf = cluster_files.slurm_conf(tmp_path, state)
+    dbd = cluster_files.slurmdbd_conf(tmp_path, state)
+    paths = [word for line in (conf + dbd).splitlines() for part in line.split("=")[1:]
+             for word in part.split(",") if word.startswith("/")]
+    assert paths and all(path.startswith(f"{tmp_path}/") for path in paths), paths
+    assert "SlurmctldHost=ctl(10.231.0.2)" in conf.splitlines()
+    assert "NodeName=node2 NodeAddr=10.231.0.4 CPUs=4 State=UNKNOWN" in conf.splitlines()
+    # Connections to slurmdbd take munge's socket from here, not from AuthInfo.
+    assert f"AccountingStoragePass={tmp_path}/munge/munge.socket" in conf.splitlines()
+    assert cluster_files.hosts_file(state).splitlines() == [
+        "127.0.0.1 localhost", "10.231.0.2 ctl", "10.231.0.3 node1", "10.231.0.4 node2"]
+
+
 def test_one_node_on_this_machines_network_and_nothing_left_after_stop(tmp_path):
     needs_root()
     root = tmp_path / "single"
