@@ -191,18 +191,30 @@ class Progress:
 
 # --------------------------------------------------------------------------- tasks
 
-def run_ps(spec, config, device, stop: StopFlag) -> int:
+def run_ps(spec, config, device, stop: StopFlag, released_by_workers: bool = False) -> int:
+    """Serve until a stop signal; or, released_by_workers (under Slurm, where no supervisor
+    stops the ps after the workers), until every worker is done (ps_release.py)."""
+    from a3c_graph import ps_release
     from a3c_graph.cluster import session_config, start_server
     from a3c_graph.devices import apply_to_config, describe_task
 
-    start_server(spec, apply_to_config(
-        session_config(spec, config.intra_op_threads, config.inter_op_threads), device))
+    server_config = apply_to_config(
+        session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
+    server = start_server(spec, server_config)
     print(f"{PROG}: {describe_task(device)}", flush=True)
     print(f"{PROG}: ps task {spec.task} serving at {spec.address}", flush=True)
     stop.in_loop = True
-    while stop.received is None:  # server.join() would block signals forever
-        time.sleep(0.2)
-    print(f"{PROG}: ps task {spec.task} stopping", flush=True)
+    why = "stop signal"
+    if released_by_workers:
+        own = type(server_config)()
+        own.CopyFrom(server_config)
+        del own.device_filters[:]
+        own.device_filters.append(f"/job:ps/task:{spec.task}")  # its own queue only
+        why = ps_release.serve_until_released(server.target, spec.task, spec.num_workers, own,
+                                              lambda: stop.received is not None)
+    while stop.received is None and not released_by_workers:
+        time.sleep(0.2)  # server.join() would block signals forever
+    print(f"{PROG}: ps task {spec.task} stopping ({why})", flush=True)
     # A ps holds no state of its own to flush (the chief checkpoints the variables), and
     # tearing down a gRPC server with live peers can take a while: leave at once.
     os._exit(0)
@@ -225,6 +237,7 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
                device) -> int:
     import tensorflow as tf
 
+    from a3c_graph import ps_release
     from a3c_graph.agent import build_worker_graph
     from a3c_graph.checkpoints import CheckpointError, restorable_checkpoint
     from a3c_graph.cluster import session_config, start_server
@@ -249,6 +262,8 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
                                         **env_options(config)))
         worker_graph = build_worker_graph(config, spec, info, env_batches,
                                           worker_device=device.device)
+        # Under Slurm the ps ends once every worker has left its token (ps_release.py).
+        tokens = ps_release.token_ops(spec.num_ps, spec.task) if releases_ps(args) else []
         scaffold = tf1.train.Scaffold(saver=worker_graph.saver,
                                       local_init_op=worker_graph.local_init_op)
         hooks = []
@@ -273,6 +288,12 @@ def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
               "(if this hangs, the ps is not reachable)", flush=True)
         reason, error = train(creator, hooks, worker_graph, config, spec, progress, stop,
                               target_return)
+        if tokens:  # after the session closed: the chief's last checkpoint is written
+            stop.in_loop = True  # a second SIGTERM (Slurm may send two) must not cut this
+            problem = ps_release.leave_token(server.target, graph, sess_config, tokens)
+            if problem:
+                print(f"{PROG}: warning: worker {spec.task} could not tell the ps it is done: "
+                      f"{problem}", flush=True)
     progress.close()
     for batch in env_batches:
         batch.close()
@@ -345,6 +366,13 @@ def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: 
     return reason, error
 
 
+def releases_ps(args) -> bool:
+    """Whether the workers end the ps (ps_release.py): under Slurm, where nobody stops it."""
+    from a3c_graph.cluster import SLURM
+
+    return args.cluster == SLURM
+
+
 def _graph_mode_tensorflow():
     """Import TF for a graph-mode process (tf_env: quiet C++ logs, no Keras load)."""
     tf_env.before_tf_import()
@@ -367,7 +395,8 @@ def main(argv=None) -> int:
     try:
         try:
             if spec.job == "ps":
-                return run_ps(spec, config, device, stop)
+                return run_ps(spec, config, device, stop,
+                              released_by_workers=releases_ps(args))
             return run_worker(spec, config, args, info, target, stop, device)
         except (ClusterError, UsageError) as error:  # e.g. lost a race for the port
             return fail(PROG, error)

@@ -80,12 +80,13 @@ class Lab:
 
     names: list[str]
     suffix: str = field(default_factory=lambda: secrets.token_hex(3))
+    prefix: str = PREFIX  # of its namespaces' names: who made them, for a leftover
     hosts: dict[str, Host] = field(default_factory=dict)
     namespaces: list[str] = field(default_factory=list)  # every one this lab created
 
     @property
     def switch(self) -> str:
-        return f"{PREFIX}-{self.suffix}-switch"
+        return f"{self.prefix}-{self.suffix}-switch"
 
     @property
     def bridge(self) -> str:
@@ -94,6 +95,11 @@ class Lab:
     @property
     def switch_address(self) -> str:
         return f"{SUBNET}.1"
+
+    def namespace_of(self, name: str) -> str:
+        """The namespace of host `name` (known from the names alone: a lab rebuilt from its
+        names, suffix and prefix reaches the hosts of the one that built them)."""
+        return f"{self.prefix}-{self.suffix}-{name}"
 
     def _add_namespace(self, name: str) -> None:
         run("ip", "netns", "add", name)
@@ -107,7 +113,7 @@ class Lab:
             self.bridge)
         run("ip", "-n", self.switch, "link", "set", self.bridge, "up")
         for i, name in enumerate(self.names):
-            host = Host(name=name, namespace=f"{PREFIX}-{self.suffix}-{name}",
+            host = Host(name=name, namespace=self.namespace_of(name),
                         device=f"e-{self.suffix}", port=f"p-{self.suffix}-{i}",
                         address=f"{SUBNET}.{i + 2}")
             self._add_namespace(host.namespace)
@@ -156,7 +162,7 @@ class Lab:
 
     def exec_command(self, name: str, argv: list[str]) -> list[str]:
         """`argv` run in host `name` (ip netns exec execs it: the pid is argv's own)."""
-        namespace = self.switch if name == "switch" else self.hosts[name].namespace
+        namespace = self.switch if name == "switch" else self.namespace_of(name)
         return ["ip", "netns", "exec", namespace, *argv]
 
     def left_behind(self) -> list[str]:

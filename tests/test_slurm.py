@@ -8,6 +8,7 @@ of the worker start a process, and those end before any TF server starts.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -18,7 +19,7 @@ from pathlib import Path
 import portpicker
 import pytest
 
-from a3c_graph import launch, worker
+from a3c_graph import launch, slurm_job, worker
 from a3c_graph.cli import UsageError
 from a3c_graph.cluster import SLURM_DEFAULT_PORT, ClusterError, resolve_task
 from a3c_graph.config import config_from_args
@@ -290,10 +291,11 @@ def sbatch_options() -> dict[str, str]:
 
 
 def srun_command() -> list[str]:
-    """The example's srun command, continuation lines joined, as the shell splits it."""
+    """The example's srun command, continuation lines joined, as the shell splits it; the
+    flags given to sbatch ("$@", none here) and what follows the command (|| ...) left out."""
     text = SBATCH.read_text().replace("\\\n", " ")
     [line] = [line for line in text.splitlines() if line.lstrip().startswith("srun ")]
-    return shlex.split(line)
+    return [word for word in shlex.split(line.split("||")[0]) if word != "$@"]
 
 
 def test_the_sbatch_example_runs_the_worker_with_flags_it_accepts():
@@ -304,6 +306,9 @@ def test_the_sbatch_example_runs_the_worker_with_flags_it_accepts():
     config_from_args(args)  # every A3C flag valid
     assert args.cluster == "slurm" and args.allow_remote and args.logdir
     assert "--distribution=block" in command[:module]  # what the resolver assumes
+    # A task that dies ends the step at once, and the job requeues itself (slurm_job.py).
+    assert "--kill-on-bad-exit=1" in command[:module]
+    assert re.search(r"^#SBATCH --requeue$", SBATCH.read_text(), re.MULTILINE)
 
 
 def test_the_sbatch_example_allocation_gives_every_task_its_place(slurm):
@@ -323,3 +328,61 @@ def test_the_sbatch_example_allocation_gives_every_task_its_place(slurm):
     assert all(cluster == clusters[0] for cluster in clusters)
     assert roles == ([("ps", i) for i in range(args.ps)]
                      + [("worker", i) for i in range(step.num_tasks - args.ps)])
+
+
+# --------------------------------------------------------------------------- the job's end
+
+@pytest.mark.parametrize("reason, restarts, expected", [
+    ("solved", 0, 0), ("max_steps", 3, 0), ("max_seconds", 1, 0),
+    ("signal", 0, slurm_job.EXIT_REQUEUE), (None, 2, slurm_job.EXIT_REQUEUE),
+    ("signal", 3, 1), (None, 5, 1),
+])
+def test_a_run_that_is_not_over_requeues_the_job_a_bounded_number_of_times(
+        reason, restarts, expected):
+    assert slurm_job.verdict(reason, restarts, max_requeues=3) == expected
+
+
+def test_a_task_that_refused_its_input_or_gave_up_is_not_run_again():
+    assert slurm_job.verdict(None, 0, 3, step_status=2) == 2  # bad input
+    assert slurm_job.verdict("signal", 0, 3, step_status=3) == 3  # NaN losses, no ps in time
+    assert slurm_job.verdict(None, 0, 3, step_status=137) == slurm_job.EXIT_REQUEUE  # killed
+    assert slurm_job.verdict("solved", 0, 3, step_status=137) == 0
+
+
+def write_progress(logdir: Path, task: int, **fields) -> None:
+    (logdir / "progress").mkdir(parents=True, exist_ok=True)
+    data = {"task": task, "time": 1000.0 + task, "state": "done", "global_step": 1200,
+            "env_steps": 300_000, "episodes": 900, "mean_return_100": 480.0,
+            "local_env_steps": 100_000, "training_started": 990.0, **fields}
+    (logdir / "progress" / f"worker_{task}.json").write_text(json.dumps(data))
+
+
+def test_the_job_summary_says_what_the_workers_decided(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    (tmp_path / "config.json").write_text(json.dumps({"env": "CartPole-v1"}))
+    for task in range(3):
+        write_progress(tmp_path, task, stop_reason="solved" if task == 0 else "signal")
+    code = slurm_job.main(["--logdir", str(tmp_path), "--step-status", "0",
+                           "--started", "980"])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed == json.loads((tmp_path / "summary.json").read_text())
+    assert (printed["solved"], printed["stop_reason"], printed["workers"]) == (True, "solved", 3)
+    assert (printed["slurm_job_id"], printed["slurm_restart_count"]) == ("77", 1)
+    assert (printed["env"], printed["global_step"], printed["exit_code"]) == ("CartPole-v1",
+                                                                            1200, 0)
+    # Stopped by the time limit's signal: the job is to run again.
+    for task in range(3):
+        write_progress(tmp_path, task, stop_reason="signal")
+    assert slurm_job.main(["--logdir", str(tmp_path), "--step-status", "0",
+                           "--started", "980"]) == slurm_job.EXIT_REQUEUE
+
+
+def test_the_job_summary_of_a_step_that_wrote_nothing(tmp_path, capsys):
+    missing = tmp_path / "never"
+    assert slurm_job.main(["--logdir", str(missing), "--step-status", "2",
+                           "--started", "0"]) == 1
+    assert capsys.readouterr().err.strip() == (f"{slurm_job.PROG}: error: log dir {missing} "
+                                               "does not exist: the step wrote nothing")
+    assert not missing.exists()
