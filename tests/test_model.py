@@ -1,7 +1,10 @@
-"""The networks of a3c_graph.model: output shapes, the LSTM's state resets, the learner's replay
-of a rollout, and the state an actor carries from rollout to rollout.
+"""The networks of a3c_graph.model: their outputs against the NumPy forward passes of
+tests/ground_truth.py (uint8, bool and float images of shapes that are not square, so the
+[0, 1] scaling and the move of the channels last show), output shapes, the LSTM's state
+resets, the learner's replay of a rollout, and the state an actor carries from rollout to
+rollout.
 
-None of these need the Atari extra: image networks are checked on made-up uint8 images.
+None of these need the Atari extra: image networks are checked on made-up images.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from a3c_graph.model import (
     values_of_next_obs,
 )
 from a3c_graph.rollout import build_rollout
+from tests import ground_truth
 
 tf1 = tf.compat.v1
 REPO = Path(__file__).resolve().parents[1]
@@ -71,6 +75,93 @@ def test_build_network_picks_the_network_from_policy_and_observations(policy, ob
 def test_cnn_policy_on_vector_observations_is_refused():
     with pytest.raises(ValueError, match="--policy cnn needs image observations"):
         build_network((4,), 2, resolve_config({"policy": "cnn"}), "net")
+
+
+# --------------------------------------------------------------------------- against NumPy
+
+def random_weights(network, seed: int, scale: float = 0.5) -> dict[str, np.ndarray]:
+    """Random values for every variable of `network` (assigned in the default graph's next
+    session by `assign`), by name in its scope: "torso/conv0/kernel", ..."""
+    rng = np.random.default_rng(seed)
+    return {v.name.split("/", 1)[1].rsplit(":", 1)[0]:
+            rng.normal(scale=scale, size=v.shape.as_list()).astype(np.float32)
+            for v in network.variables}
+
+
+def assign(network, weights):
+    return [v.assign(weights[v.name.split("/", 1)[1].rsplit(":", 1)[0]])
+            for v in network.variables]
+
+
+def observations(shape, dtype, seed=0):
+    """Made-up observations [N, ...]: uint8 pixels over 0..255, bool boards, float images."""
+    rng = np.random.default_rng(seed)
+    if dtype == np.uint8:
+        return rng.integers(0, 256, shape).astype(np.uint8)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.3
+    return rng.random(shape).astype(np.float32)
+
+
+# (observation shape [C, H, W] or [H, W], dtype, conv filters, stride): never square, and
+# C, H and W all differ, so that a transpose to any other layout changes the outputs.
+IMAGE_CASES = [
+    ((3, 7, 11), np.uint8, (4, 5), 2),  # Atari's layout: uint8 frames stacked first
+    ((3, 7, 11), np.uint8, (4,), 1),
+    ((2, 6, 9), np.bool_, (4,), 1),  # MinAtar's: bool boards, one convolution at stride 1
+    ((5, 8), np.uint8, (3, 4), 2),  # one channel, no channel axis
+    ((3, 7, 11), np.float32, (4,), 2),  # float images are not rescaled
+]
+
+
+@pytest.mark.parametrize("obs_shape, dtype, conv_filters, stride", IMAGE_CASES,
+                         ids=["uint8-stride2", "uint8-stride1", "bool", "uint8-2d", "float32"])
+def test_cnn_outputs_are_the_numpy_forward_pass(obs_shape, dtype, conv_filters, stride):
+    network = ActorCriticCNN(obs_shape, 3, (6,), "net", conv_filters=conv_filters,
+                             conv_stride=stride)
+    obs = observations([4, *obs_shape], dtype)
+    weights = random_weights(network, seed=1)
+    outputs = network(tf.constant(obs))
+    with tf1.Session() as session:
+        session.run(assign(network, weights))
+        logits, values = session.run(outputs)
+    want_logits, want_values = ground_truth.cnn_forward(weights, obs, stride)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(values, want_values, rtol=1e-4, atol=1e-4)
+    # The outputs tell the observations apart (a network that ignored them would pass the
+    # comparison above only if the reference ignored them too).
+    assert np.ptp(values) > 1e-2, values
+
+
+@pytest.mark.parametrize("torso, obs_shape, dtype", [
+    ("mlp", (4,), np.float32), ("cnn", (3, 7, 11), np.uint8)])
+def test_lstm_step_and_replay_are_the_numpy_forward_pass(torso, obs_shape, dtype):
+    T, B, H = 4, 3, 5
+    network = ActorCriticLSTM(obs_shape, 3, (6,), H, torso, "net", conv_filters=(4,),
+                              conv_stride=2) if torso == "cnn" else \
+        ActorCriticLSTM(obs_shape, 3, (6,), H, torso, "net")
+    obs = observations([T, B, *obs_shape], dtype, seed=2)
+    next_obs = np.concatenate([obs[1:], observations([1, B, *obs_shape], dtype, seed=3)])
+    done = np.zeros([T, B], bool)
+    done[1, 0] = done[2, 2] = True
+    next_obs[done] = observations([int(done.sum()), *obs_shape], dtype, seed=4)
+    initial = np.random.default_rng(5).normal(size=[B, 2, H]).astype(np.float32)
+    weights = random_weights(network, seed=6)
+    step = network.step(tf.constant(obs[0]), tf.constant(initial))
+    replay = network.unroll(tf.constant(obs), tf.constant(next_obs), tf.constant(initial),
+                            tf.constant(done))
+    with tf1.Session() as session:
+        session.run(assign(network, weights))
+        (logits, values, after), (r_logits, r_values, r_next) = session.run([step, replay])
+
+    want = ground_truth.lstm_forward(weights, obs[0], initial, torso, stride=2)
+    for got, expected in zip((logits, values, after), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    want_logits, want_values, want_next = ground_truth.lstm_replay(
+        weights, obs, next_obs, initial, done, torso, stride=2)
+    np.testing.assert_allclose(r_logits, want_logits.reshape(T * B, -1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(r_values, want_values.reshape(-1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(r_next, want_next.reshape(-1), rtol=1e-4, atol=1e-5)
 
 
 # --------------------------------------------------------------------------- shapes
