@@ -8,7 +8,9 @@ joined with nsenter. On the host network a task refuses to start without --allow
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -172,3 +174,36 @@ def local_cluster(tmp_path, private_network):
     yield make
     for cluster in clusters:
         cluster.stop_all()
+
+
+_child_runs = itertools.count()
+
+
+def run_in_cluster(network: PrivateNetwork, tmp_path: Path, function: str, num_ps: int = 1,
+                   timeout: float = 240, **kwargs):
+    """What `function` ("module:name") returns, called with keyword arguments `kwargs` in a
+    child process that hosts a cluster of real TF servers (tests/cluster_child.py) in
+    `network`. The child is stopped by its pid on every path: no server outlives the test."""
+    workdir = tmp_path / f"cluster_child_{next(_child_runs)}"
+    workdir.mkdir()
+    (workdir / "in.pickle").write_bytes(pickle.dumps(kwargs))
+    argv = [sys.executable, "-m", "tests.cluster_child", function, str(num_ps), str(workdir)]
+    process = subprocess.Popen(network.command(argv), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env=child_env(), cwd=REPO, text=True,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{function} in a cluster child did not finish in {timeout} s")
+    finally:
+        if process.poll() is None:
+            stop_process_tree(process)
+    assert process.returncode == 0, f"{function} failed in its cluster child:\n{output[-4000:]}"
+    return pickle.loads((workdir / "out.pickle").read_bytes())
+
+
+@pytest.fixture
+def in_cluster(private_network, tmp_path):
+    """run_in_cluster(function, num_ps=1, **kwargs) in this test's private network."""
+    return lambda function, **kwargs: run_in_cluster(private_network, tmp_path, function,
+                                                     **kwargs)
