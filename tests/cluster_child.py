@@ -54,6 +54,7 @@ def main(function: str, num_ps: int, workdir: Path) -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))  # test modules import conftest, as in pytest
     status = 0
     try:
         main(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]))

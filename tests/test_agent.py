@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_launcher
 
 from a3c_graph import agent
 from a3c_graph.cluster import TaskSpec
@@ -28,7 +27,6 @@ from tests import ground_truth
 from tests.bandit_env import PAYING_ARM
 
 tf1 = tf.compat.v1
-REPO = Path(__file__).resolve().parents[1]
 
 T, B = 5, 3
 OBS_DIM, NUM_ACTIONS = 3, 3
@@ -588,10 +586,7 @@ BANDIT_FLAGS = ["--env", "tests.bandit_env:Bandit-v0", "--workers", "1",
 @pytest.mark.e2e
 def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_path):
     logdir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    result = subprocess.run(
-        [str(REPO / "scripts" / "launch_cluster.sh"), *BANDIT_FLAGS, "--logdir", str(logdir)],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    result = run_launcher(*BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["stop_reason"] == "max_steps", summary

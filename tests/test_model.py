@@ -19,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_launcher
 
 from a3c_graph.config import resolve_config
 from a3c_graph.envs import EnvBatch
@@ -343,17 +344,21 @@ def test_actor_carries_the_lstm_state_across_rollouts_and_zeroes_it_at_episode_e
 def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
     logdir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    result = subprocess.run(
-        [str(REPO / "scripts" / "launch_cluster.sh"), "--policy", "lstm", "--workers", "2",
-         "--max-steps", "600", "--rollout-length", "16", "--envs-per-worker", "4",
-         "--logdir", str(logdir)],
-        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    result = run_launcher("--policy", "lstm", "--workers", "2", "--max-steps", "600",
+                          "--rollout-length", "16", "--envs-per-worker", "4", logdir=logdir,
+                          timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 600, summary
-    assert summary["episodes"] > 0
+    # Every rollout of 16 steps of 4 envs made one update (give or take the other worker's
+    # update, half applied when the last counters were read)...
+    assert abs(summary["global_step"] * 16 * 4 - summary["env_steps"]) <= 16 * 4, summary
     config = json.loads((logdir / "config.json").read_text())
     assert config["policy"] == "lstm"
+    # ...whose gradients reached the LSTM through the replay of the rollout: Adam's moments
+    # of its kernel are not zero.
+    reader = tf.train.load_checkpoint(str(logdir))
+    assert np.abs(reader.get_tensor("global/lstm/kernel/Adam")).max() > 0
     # The checkpoint holds the LSTM, and evaluation rebuilds it from config.json.
     played = subprocess.run(
         [sys.executable, "-m", "a3c_graph.evaluate", "--logdir",
