@@ -153,6 +153,15 @@ def run_cleanup():
         stop_run(logdir)
 
 
+def colored_pixels(png: Path) -> int:
+    """The pixels of a PNG in colour: the lines, points and bars a matplotlib plot draws in
+    its colour cycle, not its white background nor its black and gray axes, text and grid."""
+    import matplotlib.image
+
+    rgb = matplotlib.image.imread(png)[..., :3]
+    return int((rgb.max(axis=-1) - rgb.min(axis=-1) > 0.25).sum())
+
+
 def alive(pid: int) -> bool:
     """Whether process `pid` runs (a zombie waiting to be reaped does not)."""
     try:

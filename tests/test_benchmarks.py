@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from conftest import run_to_end
+from conftest import colored_pixels, run_to_end
 
 REPO = Path(__file__).resolve().parents[1]
 # benchmarks/ is not an installed package (setup.py packages a3c_graph only).
@@ -174,6 +174,7 @@ def test_results_table_medians_and_plots(tmp_path):
     assert "| graph | 900 | 2,500 |" in markdown  # scaling: 1 and 4 workers
     plots = bench_run.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png", "scaling.png"]
+    assert all(colored_pixels(plot) > 100 for plot in plots)  # curves and bars are drawn
 
 
 def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_ceiling(tmp_path):
@@ -202,7 +203,10 @@ def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_cei
     assert "| tf2_mp | 3.00 | 0.25 | 0.25 |" in markdown
     assert "| graph | 2 | 5,000 | 3,000 | 60 % |" in markdown
     assert "| tf2_mp | 1 | 2,000 | 1,000 | 50 % |" in markdown
-    assert bench_run.plot_results(tmp_path, records, variants, 475.0)
+    plots = bench_run.plot_results(tmp_path, records, variants, 475.0)
+    # Ceiling runs are no curves of their own, nor a scaling plot.
+    assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png"]
+    assert all(colored_pixels(plot) > 100 for plot in plots)  # curves and bars are drawn
 
 
 def test_the_median_of_every_seed_gets_a_distribution_free_interval():

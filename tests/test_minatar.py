@@ -68,17 +68,28 @@ def test_rgb_frames_show_the_board_without_seaborn_for_recording():
         env.close()
 
 
+BRICK = 3  # Breakout's channels: paddle, ball, trail, brick
+
+
 def test_env_batch_steps_bool_boards_and_counts_bricks_as_reward():
     batch = EnvBatch(BREAKOUT, 4, seed=0)
+    rng = np.random.default_rng(0)
     try:
-        returns, done = 0.0, 0
+        rewards, returns, done = 0.0, 0.0, 0
         for _ in range(400):
-            step = batch.step(np.random.default_rng(0).integers(0, 3, 4))
+            bricks_before = batch.observe()[:, BRICK].sum(axis=(1, 2))
+            step = batch.step(rng.integers(0, 3, 4))
             assert step.next_obs.shape == (4, 4, 10, 10) and step.next_obs.dtype == np.bool_
+            # Each reward is the bricks the step knocked out of the board it acted on.
+            bricks_after = step.final_obs[:, BRICK].sum(axis=(1, 2))
+            np.testing.assert_array_equal(step.reward, bricks_before - bricks_after)
+            rewards += float(step.reward.sum())
             returns += float(step.episode_return.sum())
             done += int(np.logical_or(step.terminated, step.truncated).sum())
         assert done > 0  # random play loses the ball
-        assert returns >= 0
+        assert rewards > 0  # ...and knocks out some bricks first
+        # The episodes' returns are their rewards: at most those of the episodes still going.
+        assert 0 < returns <= rewards
     finally:
         batch.close()
 
