@@ -369,6 +369,42 @@ def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
     assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
 
 
+# --------------------------------------------------------------------------- learning from images
+
+# The launcher on an image bandit (tests/image_env.py): which arm pays shows only in the image,
+# so the run reaches its target only through the image path (uint8 pixels, channels first,
+# into the cnn torso) and an update that pairs each image with its own action.
+IMAGE_BANDIT_FLAGS = [
+    "--env", "tests.image_env:ImageBandit-v0", "--workers", "1", "--rollout-length", "4",
+    "--envs-per-worker", "8", "--conv-filters", "8", "--conv-stride", "1", "--hidden-sizes", "32",
+    "--learning-rate", "3e-3", "--adam-epsilon", "1e-5", "--normalize-advantages", "true",
+    # A random policy earns 0.5 (+-0.05 over 100 episodes); the run stops at the target.
+    "--target-return", "0.9", "--max-steps", "40000", "--max-seconds", "150"]
+
+
+@pytest.mark.e2e
+def test_the_launcher_learns_which_arm_pays_from_uint8_images(tmp_path):
+    from tests import image_env
+
+    logdir = tmp_path / "run"
+    result = run_launcher(*IMAGE_BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"] == "solved" and summary["mean_return_100"] >= 0.9, summary
+
+    # The saved network, run by the NumPy forward pass (pixels scaled to [0, 1], channels
+    # moved last), picks the paying arm of images it never saw.
+    reader = tf.train.load_checkpoint(str(logdir))
+    weights = {name.split("/", 1)[1]: reader.get_tensor(name)
+               for name in reader.get_variable_to_shape_map()
+               if name.startswith("global/") and "Adam" not in name}
+    rng = np.random.default_rng(12345)
+    images, sides = zip(*(image_env.draw(rng) for _ in range(200)))
+    logits, _ = ground_truth.cnn_forward(weights, np.stack(images), stride=1)
+    accuracy = float(np.mean(np.argmax(logits, axis=1) == np.array(sides)))
+    assert accuracy >= 0.9, accuracy
+
+
 # --------------------------------------------------------------------------- local and global
 
 # The learner computes gradients on the local copy and applies them to the globals, and the
