@@ -135,7 +135,7 @@ def test_cnn_outputs_are_the_numpy_forward_pass(obs_shape, dtype, conv_filters, 
 
 
 @pytest.mark.parametrize("torso, obs_shape, dtype", [
-    ("mlp", (4,), np.float32), ("cnn", (3, 7, 11), np.uint8)])
+    ("mlp", (4,), np.float32), ("cnn", (3, 7, 11), np.uint8)], ids=["mlp", "cnn"])
 def test_lstm_step_and_replay_are_the_numpy_forward_pass(torso, obs_shape, dtype):
     T, B, H = 4, 3, 5
     network = ActorCriticLSTM(obs_shape, 3, (6,), H, torso, "net", conv_filters=(4,),
