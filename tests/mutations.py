@@ -169,7 +169,7 @@ MUTATIONS = [
              'saver = tf1.train.Saver([v for v in tf1.global_variables() if "Adam" not in '
              "v.name], max_to_keep=3,",
              "tests/test_agent.py::test_a_resumed_run_restores_every_weight_and_adam_slot_of_the"
-             "_checkpoint[1]",
+             "_checkpoint",
              "checkpoints without Adam's slots"),
     # rollout
     Mutation("obs-after-step", "a3c_graph/rollout.py",

@@ -413,12 +413,13 @@ def restore_as_the_chief(cluster, config, logdir) -> dict:
     return result
 
 
-@pytest.mark.parametrize("num_ps", [1, 2])
-def test_a_resumed_run_restores_every_weight_and_adam_slot_of_the_checkpoint(
-        num_ps, in_cluster, tmp_path):
+def test_a_resumed_run_restores_every_weight_and_adam_slot_of_the_checkpoint(in_cluster,
+                                                                            tmp_path):
     """A new cluster on the log dir gets back the checkpoint's weights, Adam's slots and beta
     powers, the global step and the episode counters, each equal to what was saved (and to
-    what the first cluster held), and its local copy starts from the restored weights."""
+    what the first cluster held), and its local copy starts from the restored weights. Two
+    ps tasks: the first's optimizer names ("Adam") and another's ("Adam_ps1") both come back."""
+    num_ps = 2
     logdir = tmp_path / "run"
     logdir.mkdir()
     rollout, weights = queued_rollout(seed=6), network_weights(seed=7)
@@ -433,6 +434,8 @@ def test_a_resumed_run_restores_every_weight_and_adam_slot_of_the_checkpoint(
     assert set(saved) == set(restored["globals"]) == set(trained["globals"])
     slots = [name for name in saved if "/Adam" in name]
     assert len(slots) == 2 * len(weights), slots
+    assert any("/Adam_ps1" in name for name in slots) and any(
+        name.endswith("/Adam") for name in slots), slots
     assert {"global_step", "episode_stats/env_steps"} <= set(saved)
     for name in saved:
         np.testing.assert_array_equal(restored["globals"][name], reader.get_tensor(name),
