@@ -109,14 +109,14 @@ MUTATIONS = [
     # agent
     Mutation("initial-sync", "a3c_graph/agent.py",
              "                sync_local_from_global(local_network, globals_.network),\n", "",
-             "tests/test_agent.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "tests/test_agent_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the local copy not synced from the globals before the first rollout"),
     Mutation("refresh", "a3c_graph/agent.py",
              "refresh_local = assign_op(local_network, transfer.in_variable_order(groups, "
              "returned),\n                                  \"refresh_local\")",
              "refresh_local = tf.no_op()",
-             "tests/test_agent.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "tests/test_agent_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[2]",
              "the local copy not refreshed after an update"),
     Mutation("same-shape-pairing", "a3c_graph/agent.py",
@@ -125,13 +125,13 @@ MUTATIONS = [
              "    if gradients:  # the two towers' first layers: the same shape\n"
              "        gradients = list(gradients)\n"
              "        gradients[0], gradients[6] = gradients[6], gradients[0]\n",
-             "tests/test_agent.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "tests/test_agent_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[2]",
              "gradients applied to another variable of the same shape"),
     Mutation("anneal", "a3c_graph/agent.py",
              "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
              "learning_rate *= 1.0",
-             "tests/test_agent.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "tests/test_agent_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the optimizer's learning rate not annealed"),
     Mutation("nonfinite-rate", "a3c_graph/agent.py",
@@ -143,7 +143,7 @@ MUTATIONS = [
     Mutation("env-steps-seen", "a3c_graph/agent.py",
              "env_steps_seen.assign(tf.cast(counters[1], tf.int64))",
              "env_steps_seen.read_value()",
-             "tests/test_agent.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "tests/test_agent_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the anneal stuck at the env steps of the first read"),
     Mutation("no-clip", "a3c_graph/agent.py",
@@ -168,7 +168,7 @@ MUTATIONS = [
              "saver = tf1.train.Saver(max_to_keep=3,",
              'saver = tf1.train.Saver([v for v in tf1.global_variables() if "Adam" not in '
              "v.name], max_to_keep=3,",
-             "tests/test_agent.py::test_a_resumed_run_restores_every_weight_and_adam_slot_of_the"
+             "tests/test_agent_cluster.py::test_a_resumed_run_restores_every_weight_and_adam_slot_of_the"
              "_checkpoint",
              "checkpoints without Adam's slots"),
     # rollout
