@@ -18,7 +18,8 @@ $(STAMP): setup.py Makefile
 train: $(STAMP)
 	scripts/launch_cluster.sh $(ARGS)
 
-## Lint, then the test suite (long runs marked slow are left out; make test-all runs them).
+## Lint, then the test suite (long runs marked slow are left out; make test-all runs them),
+## in a random order: replay one with PYTEST_ARGS=--random-order-seed=N (the seed it printed).
 test: $(STAMP) lint
 	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
 

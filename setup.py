@@ -26,8 +26,9 @@ setup(
                   "pygame-ce==2.5.8"],
         "bench": ["ray==2.60.0", "matplotlib==3.11.2"],
         # pyyaml: tests/test_kubernetes.py reads deploy/kubernetes/tfjob.yaml.
-        "dev": ["pytest==9.2.0", "pytest-timeout==2.4.0", "ruff==0.17.6", "matplotlib==3.11.2",
-                "pyyaml==6.0.3"],
+        # pytest-random-order: the suite runs in a random order (pyproject.toml's addopts).
+        "dev": ["pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-random-order==1.2.0",
+                "ruff==0.17.6", "matplotlib==3.11.2", "pyyaml==6.0.3"],
     },
     entry_points={
         "console_scripts": [

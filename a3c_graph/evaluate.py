@@ -25,6 +25,9 @@ from a3c_graph import tf_env
 from a3c_graph.cli import OneLineParser, UsageError, fail
 
 PROG = "a3c_graph.evaluate"
+# While evaluate runs (main may run inside a caller's process: set only meanwhile): TF's import
+# settings, and no screen for SDL (pygame draws CartPole), since rgb_array frames need none.
+PLAY_ENVIRONMENT = {**tf_env.DEFAULTS, "SDL_VIDEODRIVER": "dummy"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,8 +117,6 @@ def _recording_env(config, video_dir: str, name_prefix: str):
     from a3c_graph.config import is_atari
     from a3c_graph.envs import ATARI_FRAME_SKIP, env_options, make_env
 
-    # rgb_array frames need no screen; SDL (pygame draws CartPole) must not look for one.
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     env = make_env(config.env, render_mode="rgb_array", **env_options(config))
     # One frame per agent step: an Atari step is 4 frames of the 60 Hz console.
     fps = 60 / ATARI_FRAME_SKIP if is_atari(config.env) else env.metadata.get("render_fps", 30)
@@ -222,6 +223,24 @@ def write_gif(mp4: str, seconds: float, width: int = 160, speed: float = 1.0) ->
     return gif
 
 
+def _play(args, configs, devices) -> list[dict]:
+    """Every model's results: each --logdir's checkpoint, --copies times."""
+    from a3c_graph.devices import shared_session_config
+    from a3c_graph.envs import EnvError
+
+    models = []
+    try:
+        for logdir, config in zip(args.logdir, configs):
+            checkpoint = checked_checkpoint(logdir, config, args.checkpoint, bool(args.env))
+            models += [(logdir, config, checkpoint, copy) for copy in range(args.copies)]
+        # One ConfigProto for every session: GPU options are process-wide.
+        session_config = shared_session_config([d for d in devices if d],
+                                               args.gpu_memory_fraction)
+        return _play_concurrently(models, devices, session_config, args)
+    except EnvError as error:
+        raise UsageError(str(error)) from None
+
+
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -244,21 +263,8 @@ def main(argv=None) -> int:
             if args.env:
                 config = dataclasses.replace(config, env=args.env)
             configs.append(config)
-        tf_env.before_tf_import()
-        from a3c_graph.devices import shared_session_config
-        from a3c_graph.envs import EnvError
-
-        models = []
-        try:
-            for logdir, config in zip(args.logdir, configs):
-                checkpoint = checked_checkpoint(logdir, config, args.checkpoint, bool(args.env))
-                models += [(logdir, config, checkpoint, copy) for copy in range(args.copies)]
-            # One ConfigProto for every session: GPU options are process-wide.
-            session_config = shared_session_config([d for d in devices if d],
-                                                   args.gpu_memory_fraction)
-            results = _play_concurrently(models, devices, session_config, args)
-        except EnvError as error:
-            raise UsageError(str(error)) from None
+        with tf_env.set_while_running(PLAY_ENVIRONMENT):
+            results = _play(args, configs, devices)
     except UsageError as error:
         return fail(PROG, error)
     if len(results) == 1:

@@ -1,4 +1,4 @@
-"""A3C math as pure functions of tensors: returns, advantages and losses.
+"""A3C math as pure functions of tensors: advantages (and so returns) and losses.
 
 Shapes are time-major. T refers to the time dimension (the rollout length) and B to the
 batch dimension (the envs stepped together). For every step t of a rollout:
@@ -30,32 +30,14 @@ def _masks(terminated: tf.Tensor, truncated: tf.Tensor, dtype: tf.DType):
     return not_terminal, not_done
 
 
-def n_step_returns(rewards, terminated, truncated, next_values, gamma):
-    """Bootstrapped n-step returns G_t, [T, B].
-
-    G_t = r_t + gamma * (1 - terminated_t) * X_t, where X_t is G_{t+1} while the episode
-    goes on, and V(s_{t+1}) when it ended at t (0 after the terminal mask) or when t is
-    the last step of the rollout (the bootstrap value).
-    """
-    not_terminal, not_done = _masks(terminated, truncated, rewards.dtype)
-
-    def backward(next_return, step):
-        reward, keep_value, goes_on, next_value = step
-        follow = goes_on * next_return + (1.0 - goes_on) * next_value
-        return reward + gamma * keep_value * follow
-
-    bootstrap_value = next_values[-1]
-    return tf.scan(backward, (rewards, not_terminal, not_done, next_values),
-                   initializer=bootstrap_value, reverse=True)
-
-
 def gae_advantages(rewards, values, next_values, terminated, truncated, gamma, lam):
     """Generalized advantage estimates A_t, [T, B] (Schulman et al. 2016).
 
     delta_t = r_t + gamma * (1 - terminated_t) * V(s_{t+1}) - V(s_t)
     A_t     = delta_t + gamma * lam * (1 - done_t) * A_{t+1},   A_T = 0,
-    with done_t = terminated_t or truncated_t. With lam = 1, A_t + V(s_t) equals the
-    n-step return of `n_step_returns`.
+    with done_t = terminated_t or truncated_t. With lam = 1, A_t + V(s_t) is the A3C paper's
+    bootstrapped n-step return: r_t + gamma r_{t+1} + ... up to the step k that ends the
+    episode or the rollout, plus gamma^(k-t+1) V(s_{k+1}) unless s_{k+1} is terminal.
     """
     not_terminal, not_done = _masks(terminated, truncated, rewards.dtype)
     deltas = rewards + gamma * not_terminal * next_values - values

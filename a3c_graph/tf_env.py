@@ -1,6 +1,9 @@
 """What a process sets in its environment before it first imports TensorFlow.
 
-Both settings are defaults: a value the user exported wins.
+Both settings are defaults: a value the user exported wins. A program sets them for good at
+its start (before_tf_import); a function that may run inside someone else's process (the
+Slurm resolver, evaluate.main called from Python) sets them only while it runs
+(set_while_running), so the caller's environment is left as it was.
 
 * TF_CPP_MIN_LOG_LEVEL=2: TF's C++ start-up lines (CPU features, CUDA probing) stay off
   stderr, where a task's one-line errors go.
@@ -14,9 +17,10 @@ Both settings are defaults: a value the user exported wins.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 
 DEFAULTS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_USE_LEGACY_KERAS": "1"}
 
@@ -25,6 +29,21 @@ def before_tf_import(environ: MutableMapping[str, str] = os.environ) -> None:
     """Set DEFAULTS in `environ` where the user did not; call it before TF is imported."""
     for name, value in DEFAULTS.items():
         environ.setdefault(name, value)
+
+
+@contextlib.contextmanager
+def set_while_running(defaults: Mapping[str, str] = DEFAULTS,
+                      environ: MutableMapping[str, str] = os.environ) -> Iterator[None]:
+    """`defaults` set in `environ` where the user did not, while the block runs; afterwards
+    the names it added are gone again."""
+    added = [name for name in defaults if name not in environ]
+    for name in added:
+        environ[name] = defaults[name]
+    try:
+        yield
+    finally:
+        for name in added:
+            environ.pop(name, None)
 
 
 def import_tensorflow_quietly():
@@ -37,13 +56,13 @@ def import_tensorflow_quietly():
     the cluster); its import runs with descriptor 2 on /dev/null. A failed import still
     raises its Python exception, shown once the descriptor is back.
     """
-    before_tf_import()
     sys.stderr.flush()
     saved = os.dup(2)
     try:
         with open(os.devnull, "wb") as devnull:
             os.dup2(devnull.fileno(), 2)
-        import tensorflow as tf
+        with set_while_running():
+            import tensorflow as tf
     finally:
         os.dup2(saved, 2)
         os.close(saved)

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,15 +193,17 @@ def visible_device_entries(prog: str, spec: str) -> tuple[str, ...]:
     return tuple(inventory.physical_id(gpu) for gpu in ids)
 
 
-def pin_visible_gpus(gpus: Sequence[str], process_index: int) -> None:
-    """Choose this process's GPU before TF is imported (TF's GPU options are process-wide).
+def pin_visible_gpus(gpus: Sequence[str], process_index: int,
+                     environ: MutableMapping[str, str] = os.environ) -> None:
+    """Choose this process's GPU before TF is imported (TF's GPU options are process-wide):
+    set in `environ`, this process's own environment unless told otherwise.
 
     Worker k (process_index k) sees GPU gpus[k % len(gpus)] only, as the launcher spreads
     its workers; with no ids (the parameter holder's: it runs on the CPU) it sees none and
     TF runs on the CPU. Call it first thing in a child process, before anything imports TF.
     """
-    os.environ["CUDA_VISIBLE_DEVICES"] = gpus[process_index % len(gpus)] if gpus else ""
-    tf_env.before_tf_import()  # the same import settings as the graph agent's tasks
+    environ["CUDA_VISIBLE_DEVICES"] = gpus[process_index % len(gpus)] if gpus else ""
+    tf_env.before_tf_import(environ)  # the same import settings as the graph agent's tasks
 
 
 # --------------------------------------------------------------------------- statistics

@@ -1,5 +1,10 @@
 """Shared test helpers: the repo root, and running real tasks as processes we own.
 
+Every process a test starts is stopped by the test on every path (a failed assertion, a
+timeout, pytest-timeout, Ctrl-C), by its own pid or, for a launcher's run, through the
+launcher's own `stop` (the pid files of the run, trusted only while they name our
+processes): run_to_end, stop_run and the run_cleanup fixture.
+
 Tasks started one at a time (not by the launcher) run in a private network, as the launcher's
 tasks do: a network namespace with only loopback, held open by a small process of ours and
 joined with nsenter. On the host network a task refuses to start without --allow-remote.
@@ -8,8 +13,12 @@ joined with nsenter. On the host network a task refuses to start without --allow
 from __future__ import annotations
 
 import contextlib
+import io
+import itertools
 import os
+import pickle
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -22,6 +31,33 @@ import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The variables the project's own code sets in a process's environment. A test that leaves
+# one of them changed would hand it to every later test and the processes they start.
+WATCHED_ENVIRONMENT = ("TF_CPP_MIN_LOG_LEVEL", "TF_USE_LEGACY_KERAS", "SDL_VIDEODRIVER",
+                       "CUDA_VISIBLE_DEVICES", "A3C_GRAPH_PRIVATE_NETWORK_REFUSED",
+                       "PYTHONPATH", "RAY_USAGE_STATS_ENABLED", "TF_CONFIG")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The random order's seed again at the end, where a failure is read (-q hides the
+    header that also shows it)."""
+    seed = getattr(config.option, "random_order_seed", None)
+    if seed and getattr(config.option, "random_order_enabled", False):
+        seed = seed.removeprefix("default:")
+        terminalreporter.write_line(f"random order seed {seed}: replay this order with "
+                                    f"--random-order-seed={seed}")
+
+
+@pytest.fixture(autouse=True)
+def environment_left_as_found():
+    """Fails the test (at its teardown, after monkeypatch's undo) that changed one of
+    WATCHED_ENVIRONMENT in os.environ: the leak is fixed where it happens, not here."""
+    before = {name: os.environ.get(name) for name in WATCHED_ENVIRONMENT}
+    yield
+    changed = {name: (before[name], os.environ.get(name)) for name in WATCHED_ENVIRONMENT
+               if os.environ.get(name) != before[name]}
+    assert not changed, f"the test changed os.environ (before, after): {changed}"
 
 
 def child_env(**extra: str) -> dict:
@@ -54,6 +90,76 @@ def stop_process_tree(process: subprocess.Popen, timeout: float = 10.0) -> None:
         process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         pass
+
+
+SCRIPT = REPO / "scripts" / "launch_cluster.sh"
+
+
+def stop_run(logdir: Path) -> None:
+    """Stop whatever of the run in `logdir` is still up, with the launcher's own `stop`: it
+    signals only the processes its pid files name while they are ours (the launcher, which
+    stops its tasks in order; without it, the tasks, workers first) and kills what is left."""
+    if not (logdir / "pids" / "launcher.pid").exists():
+        return
+    from a3c_graph import launch
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        launch.main(["stop", "--logdir", str(logdir)])
+
+
+def run_to_end(argv: Sequence, *, timeout: float | None, logdir: Path | None = None,
+               **popen_kwargs) -> subprocess.CompletedProcess:
+    """`argv` run to its end in its own session, its output captured, like subprocess.run.
+
+    On every way out (past `timeout`, or a test interrupted by pytest-timeout or Ctrl-C), what
+    it started is stopped: the run in `logdir`, if it is a launcher's (stop_run), then the
+    process and its descendants by pid (subprocess.run would kill only the one process and
+    leave a launcher's tasks, or a harness's runs, behind).
+    """
+    argv = [str(arg) for arg in argv]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, **popen_kwargs)
+    stdout = stderr = ""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{shlex.join(argv)} did not finish in {timeout} s")
+    finally:
+        if logdir is not None:
+            stop_run(logdir)
+        if process.poll() is None:
+            stop_process_tree(process)
+            stdout, stderr = process.communicate()
+    return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+
+
+def run_launcher(*args, logdir: Path, timeout: float | None, cwd: Path = REPO,
+                 **env: str) -> subprocess.CompletedProcess:
+    """scripts/launch_cluster.sh ARGS --logdir LOGDIR to its end (run_to_end: whatever of the
+    run is still up afterwards, on every path, is stopped). The environment is ours, less
+    TF_CONFIG, plus `env`."""
+    environ = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    environ.update(env)
+    return run_to_end([SCRIPT, *args, "--logdir", logdir], timeout=timeout, logdir=logdir,
+                      cwd=cwd, env=environ)
+
+
+@pytest.fixture
+def run_cleanup():
+    """Register log dirs whose runs are stopped (stop_run) after the test, however it ends."""
+    logdirs: list[Path] = []
+    yield logdirs.append
+    for logdir in logdirs:
+        stop_run(logdir)
+
+
+def colored_pixels(png: Path) -> int:
+    """The pixels of a PNG in colour: the lines, points and bars a matplotlib plot draws in
+    its colour cycle, not its white background nor its black and gray axes, text and grid."""
+    import matplotlib.image
+
+    rgb = matplotlib.image.imread(png)[..., :3]
+    return int((rgb.max(axis=-1) - rgb.min(axis=-1) > 0.25).sum())
 
 
 def alive(pid: int) -> bool:
@@ -172,3 +278,36 @@ def local_cluster(tmp_path, private_network):
     yield make
     for cluster in clusters:
         cluster.stop_all()
+
+
+_child_runs = itertools.count()
+
+
+def run_in_cluster(network: PrivateNetwork, tmp_path: Path, function: str, num_ps: int = 1,
+                   timeout: float = 240, **kwargs):
+    """What `function` ("module:name") returns, called with keyword arguments `kwargs` in a
+    child process that hosts a cluster of real TF servers (tests/cluster_child.py) in
+    `network`. The child is stopped by its pid on every path: no server outlives the test."""
+    workdir = tmp_path / f"cluster_child_{next(_child_runs)}"
+    workdir.mkdir()
+    (workdir / "in.pickle").write_bytes(pickle.dumps(kwargs))
+    argv = [sys.executable, "-m", "tests.cluster_child", function, str(num_ps), str(workdir)]
+    process = subprocess.Popen(network.command(argv), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, env=child_env(), cwd=REPO, text=True,
+                               start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{function} in a cluster child did not finish in {timeout} s")
+    finally:
+        if process.poll() is None:
+            stop_process_tree(process)
+    assert process.returncode == 0, f"{function} failed in its cluster child:\n{output[-4000:]}"
+    return pickle.loads((workdir / "out.pickle").read_bytes())
+
+
+@pytest.fixture
+def in_cluster(private_network, tmp_path):
+    """run_in_cluster(function, num_ps=1, **kwargs) in this test's private network."""
+    return lambda function, **kwargs: run_in_cluster(private_network, tmp_path, function,
+                                                     **kwargs)

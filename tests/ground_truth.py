@@ -15,7 +15,18 @@ so any network can be checked with it; mlp_outputs is the forward pass of an
 a3c_graph.model.ActorCriticMLP from its weights, looked up by name ("policy/fc0/weights", ...).
 Shapes are time-major as in a3c_graph.rollout: T steps of B envs.
 
-Used by tests/test_agent.py (the graph's learner) and tests/test_benchmarks.py (the TF2 variants).
+The image and recurrent networks have forward passes of their own here, from the same named
+weights (cnn_forward, lstm_step), written as loops over output pixels and time steps:
+
+  image   observations [N, C, H, W] (or [N, H, W], one channel); uint8 pixels 0..255 mean
+          0..1, bool ones 1.0; a 3x3 convolution of stride s and SAME padding gives an output
+          of ceil(H / s) x ceil(W / s), padded with zeros, the odd row or column at the end
+  torso   ELU after every convolution and dense layer (cnn), tanh after every dense layer (mlp)
+  LSTM    [i, f, g, o] = [x, h] K + b;  c' = sigmoid(f + 1) c + sigmoid(i) tanh(g);
+          h' = sigmoid(o) tanh(c');  the heads read h'
+
+Used by tests/test_agent.py (the graph's learner), tests/test_model.py (the networks) and
+tests/test_benchmarks.py (the TF2 variants).
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 NORMALIZE_EPSILON = 1e-8  # losses.normalize's
+FORGET_BIAS = 1.0  # added to the LSTM's forget gate
 
 
 def mlp_tower(weights: dict, tower: str, x):
@@ -146,3 +158,116 @@ def clipped(gradients: dict, clip_norm: float) -> dict:
 def softmax(logits):
     shifted = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
     return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def elu(x):
+    return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
+
+
+def image_pixels(obs):
+    """Observations [N, C, H, W] or [N, H, W] -> float64 pixels [N, C, H, W] in [0, 1] for
+    uint8 (and bool) images; float images are taken as they are."""
+    obs = np.asarray(obs)
+    pixels = obs.astype(np.float64) / 255.0 if obs.dtype == np.uint8 else obs.astype(np.float64)
+    return pixels[:, None] if pixels.ndim == 3 else pixels
+
+
+def conv_same(x, kernel, biases, stride: int):
+    """x [N, C, H, W] -> [N, F, ceil(H / s), ceil(W / s)]: each output pixel (i, j) is the sum
+    over the 3x3 window at rows i*s + dr - top, columns j*s + dc - left (zero outside the
+    image) of x times kernel [dr, dc, C, F], plus the biases [F]."""
+    num, _, height, width = x.shape
+    size, filters = kernel.shape[0], kernel.shape[3]
+    out_h, out_w = -(-height // stride), -(-width // stride)
+    top = max((out_h - 1) * stride + size - height, 0) // 2
+    left = max((out_w - 1) * stride + size - width, 0) // 2
+    out = np.zeros((num, filters, out_h, out_w))
+    for i in range(out_h):
+        for j in range(out_w):
+            total = np.array(biases, np.float64)[None, :].repeat(num, 0)
+            for dr in range(size):
+                for dc in range(size):
+                    row, col = i * stride + dr - top, j * stride + dc - left
+                    if 0 <= row < height and 0 <= col < width:
+                        total = total + x[:, :, row, col] @ kernel[dr, dc]
+            out[:, :, i, j] = total
+    return out
+
+
+def cnn_torso(weights: dict, obs, stride: int):
+    """Features [N, F] of image observations: ELU convolutions torso/conv0, conv1, ... at
+    `stride`, the feature maps flattened row by row with the channels innermost, then the ELU
+    dense layers torso/fc0, fc1, ..."""
+    x = image_pixels(obs)
+    i = 0
+    while f"torso/conv{i}/kernel" in weights:
+        x = elu(conv_same(x, weights[f"torso/conv{i}/kernel"], weights[f"torso/conv{i}/biases"],
+                          stride))
+        i += 1
+    x = x.transpose(0, 2, 3, 1).reshape(len(x), -1)
+    i = 0
+    while f"torso/fc{i}/weights" in weights:
+        x = elu(x @ weights[f"torso/fc{i}/weights"] + weights[f"torso/fc{i}/biases"])
+        i += 1
+    return x
+
+
+def mlp_torso(weights: dict, obs):
+    """Features [N, F] of vector observations [N, D]: tanh layers torso/fc0, fc1, ..."""
+    x = np.asarray(obs, np.float64).reshape(len(obs), -1)
+    i = 0
+    while f"torso/fc{i}/weights" in weights:
+        x = np.tanh(x @ weights[f"torso/fc{i}/weights"] + weights[f"torso/fc{i}/biases"])
+        i += 1
+    return x
+
+
+def heads(weights: dict, features):
+    """logits [N, A] and values [N] of features [N, F]."""
+    logits = features @ weights["policy/weights"] + weights["policy/biases"]
+    values = features @ weights["value/weights"] + weights["value/biases"]
+    return logits, values[:, 0]
+
+
+def cnn_forward(weights: dict, obs, stride: int):
+    """logits [N, A] and values [N] of a3c_graph.model.ActorCriticCNN on images [N, ...]."""
+    return heads(weights, cnn_torso(weights, obs, stride))
+
+
+def lstm_step(weights: dict, features, state):
+    """One LSTM step: features [N, F], state [N, 2, H] (c, h) -> the state after it."""
+    c, h = state[:, 0], state[:, 1]
+    gates = np.concatenate([features, h], axis=1) @ weights["lstm/kernel"] + weights["lstm/biases"]
+    i, f, g, o = np.split(gates, 4, axis=1)
+    c = sigmoid(f + FORGET_BIAS) * c + sigmoid(i) * np.tanh(g)
+    h = sigmoid(o) * np.tanh(c)
+    return np.stack([c, h], axis=1)
+
+
+def lstm_forward(weights: dict, obs, state, torso: str, stride: int = 1):
+    """(logits [N, A], values [N], the state after) of a3c_graph.model.ActorCriticLSTM acting
+    on observations [N, ...] from state [N, 2, H]; torso "mlp" or "cnn"."""
+    features = cnn_torso(weights, obs, stride) if torso == "cnn" else mlp_torso(weights, obs)
+    after = lstm_step(weights, features, np.asarray(state, np.float64))
+    return (*heads(weights, after[:, 1]), after)
+
+
+def lstm_replay(weights: dict, obs, next_obs, initial_state, done, torso: str, stride: int = 1):
+    """The learner's replay of a rollout, step by step as the actor went:
+    obs, next_obs [T, B, ...], initial_state [B, 2, H], done [T, B] ->
+    logits [T, B, A], V(s_t) [T, B] and V(s_{t+1}) [T, B]. V(s_{t+1}) is valued from the
+    state right after step t; where the episode ended the state is zeroed before step t + 1."""
+    num_steps = len(obs)
+    state = np.asarray(initial_state, np.float64)
+    logits, values, next_values = [], [], []
+    for t in range(num_steps):
+        step_logits, step_values, after = lstm_forward(weights, obs[t], state, torso, stride)
+        logits.append(step_logits)
+        values.append(step_values)
+        next_values.append(lstm_forward(weights, next_obs[t], after, torso, stride)[1])
+        state = np.where(np.asarray(done[t])[:, None, None], 0.0, after)
+    return np.stack(logits), np.stack(values), np.stack(next_values)

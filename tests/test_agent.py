@@ -1,8 +1,10 @@
 """agent.py: where a worker's graph puts the globals and its own ops, and agent.learner_loss,
 the loss a worker learns from, against a slow NumPy ground truth
 (tests/ground_truth.py: the MLP's forward pass from its weights, GAE per env with the
-terminated/truncated rules, returns, then the A3C loss), and the direction learning takes:
-one gradient step on a hand-made rollout, and a real run of the launcher on a bandit.
+terminated/truncated rules, returns, then the A3C loss), the learning rate the optimizer is
+given, and the direction learning takes: one gradient step on a hand-made rollout, and a real
+run of the launcher on a bandit. One update through real ps tasks, and a resume, are in
+test_agent_cluster.py.
 
 Shapes are time-major as in a3c_graph.rollout: T steps of B envs, [T, B, ...].
 """
@@ -11,13 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_launcher
 
 from a3c_graph import agent
 from a3c_graph.cluster import TaskSpec
@@ -26,62 +26,23 @@ from a3c_graph.envs import EnvBatch, env_info
 from a3c_graph.model import ActorCriticMLP
 from tests import ground_truth
 from tests.bandit_env import PAYING_ARM
+from tests.hand_made import (
+    CONFIG,
+    NUM_ACTIONS,
+    OBS_DIM,
+    B,
+    T,
+    hand_made_rollout,
+    name_in_scope,
+    random_weights,
+)
 
 tf1 = tf.compat.v1
-REPO = Path(__file__).resolve().parents[1]
-
-T, B = 5, 3
-OBS_DIM, NUM_ACTIONS = 3, 3
-# Non-default coefficients, so that a coefficient applied to the wrong part shows.
-CONFIG = A3CConfig(rollout_length=T, envs_per_worker=B, hidden_sizes=(6, 5), gamma=0.9,
-                   gae_lambda=0.8, entropy_coef=0.05, value_coef=0.7)
 
 
 # ---------------------------------------------------------------------------------------------
-# A hand-made rollout and random weights.
+# The learner's loss on a hand-made rollout (tests/hand_made.py).
 # ---------------------------------------------------------------------------------------------
-
-def hand_made_rollout(seed: int = 0) -> dict[str, np.ndarray]:
-    """[T, B] fields as a3c_graph.rollout records them, with episode ends mid-rollout:
-
-      env 0: terminated at t=1; its next episode ends at t=3 with both flags set
-      env 1: truncated (time limit) at t=2, so V(final observation) is bootstrapped
-      env 2: never ends; bootstrapped from V(next_obs[T-1]) at the rollout's end
-
-    next_obs[t] is s_{t+1}, which is obs[t+1] while the episode goes on; where it ended,
-    next_obs[t] is the episode's final observation and obs[t+1] the first of a new one.
-    Rewards come in several sizes and both signs (and one 0), so that clipping matters.
-    """
-    rng = np.random.default_rng(seed)
-    terminated = np.zeros((T, B), bool)
-    truncated = np.zeros((T, B), bool)
-    terminated[1, 0] = terminated[3, 0] = True
-    truncated[2, 1] = truncated[3, 0] = True
-    done = terminated | truncated
-    obs = np.zeros((T, B, OBS_DIM), np.float32)
-    next_obs = rng.normal(size=(T, B, OBS_DIM)).astype(np.float32)
-    obs[0] = rng.normal(size=(B, OBS_DIM))
-    for t in range(T - 1):
-        reset_obs = rng.normal(size=(B, OBS_DIM))
-        obs[t + 1] = np.where(done[t][:, None], reset_obs, next_obs[t])
-    rewards = (3.0 * rng.normal(size=(T, B))).astype(np.float32)
-    rewards[0, 2] = 0.0
-    actions = rng.integers(NUM_ACTIONS, size=(T, B)).astype(np.int32)
-    return {"obs": obs, "actions": actions, "rewards": rewards, "terminated": terminated,
-            "truncated": truncated, "next_obs": next_obs}
-
-
-def name_in_scope(variable) -> str:
-    """"net/policy/fc0/weights:0" -> "policy/fc0/weights"."""
-    return variable.name.split("/", 1)[1].rsplit(":", 1)[0]
-
-
-def random_weights(network, seed: int) -> dict[str, np.ndarray]:
-    """Weights far from the near-uniform initial policy, so every part of the loss matters."""
-    rng = np.random.default_rng(seed)
-    return {name_in_scope(v): rng.normal(scale=0.8, size=v.shape.as_list()).astype(np.float32)
-            for v in network.variables}
-
 
 def learner_loss_in_tf(config: A3CConfig, rollout: dict, weights_seed: int = 1,
                        obs_dim: int = OBS_DIM, num_actions: int = NUM_ACTIONS):
@@ -209,6 +170,36 @@ def test_the_update_is_clipped_to_the_global_norm_and_reports_the_norm_before(cl
     for name, gradient in zip(names, gradients):
         np.testing.assert_allclose(gradient, want[name] * scale, rtol=1e-4, atol=1e-9,
                                    err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# The learning rate the optimizer reads.
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("anneal, env_steps, finite, want", [
+    (True, 0, True, 0.01),
+    (True, 250, True, 0.0075),
+    (True, 999, True, 0.00001),
+    (True, 1000, True, 0.0),
+    (True, 5000, True, 0.0),  # past --max-steps: floored at 0, never negative
+    (True, 250, False, 0.0),  # a NaN/inf update moves nothing
+    (False, 750, True, 0.01),
+    (False, 750, False, 0.0),
+])
+def test_the_learning_rate_op_anneals_linearly_over_max_steps(anneal, env_steps, finite, want):
+    """agent.learning_rate_now, the tensor each ps task's Adam is given (the cluster-wide
+    step through it is in test_agent_cluster.py): lr (1 - env steps / --max-steps), at 0 past
+    the budget and for an update that is not finite."""
+    config = dataclasses.replace(CONFIG, learning_rate=0.01, max_steps=1000,
+                                 anneal_learning_rate=anneal)
+    with tf.Graph().as_default():
+        seen = tf1.get_variable("seen", [], tf.int64, initializer=tf1.constant_initializer(
+            env_steps))
+        rate = agent.learning_rate_now(config, tf.constant(finite), seen)
+        with tf1.Session() as session:
+            session.run(seen.initializer)
+            got = session.run(rate)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,10 +340,7 @@ BANDIT_FLAGS = ["--env", "tests.bandit_env:Bandit-v0", "--workers", "1",
 @pytest.mark.e2e
 def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_path):
     logdir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    result = subprocess.run(
-        [str(REPO / "scripts" / "launch_cluster.sh"), *BANDIT_FLAGS, "--logdir", str(logdir)],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    result = run_launcher(*BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["stop_reason"] == "max_steps", summary

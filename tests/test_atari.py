@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_launcher
 
 pytest.importorskip("ale_py", reason="the atari extra is not installed: "
                                       "pip install -e '.[atari]'")
@@ -172,17 +173,21 @@ def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tm
     # A few dozen rollouts: each worker's rollout is 20 steps of 4 envs (the atari preset).
     # Enough for a few seconds of training (about 450 steps/s here), so the run outlasts the
     # launcher's first progress line at 0:05 however quickly it starts.
-    result = subprocess.run(
-        [str(REPO / "scripts" / "launch_cluster.sh"), "--env", PONG, "--workers", "2",
-         "--max-steps", "2400", "--max-seconds", "90", "--logdir", str(logdir)],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    result = run_launcher("--env", PONG, "--workers", "2", "--max-steps", "2400",
+                          "--max-seconds", "90", logdir=logdir, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary == json.loads((logdir / "summary.json").read_text())
     assert summary["env"] == PONG and summary["workers"] == 2
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 2400, summary
     assert summary["target_return"] == 18.0
-    assert summary["env_steps_per_sec"] > 0
+    # Every rollout of 20 steps of 4 envs made one update (give or take the other worker's
+    # update, half applied when the last counters were read).
+    assert abs(summary["global_step"] * 20 * 4 - summary["env_steps"]) <= 20 * 4, summary
+    # Steps/s counts the run's steps over its training time, which is at most the wall time
+    # less the start-up (the wall time also holds the teardown).
+    training_at_most = summary["wall_seconds"] - summary["startup_seconds"]
+    assert summary["env_steps_per_sec"] >= 0.95 * summary["env_steps"] / training_at_most, summary
     assert any(line.startswith("[") and "steps/s" in line for line in result.stdout.splitlines())
 
     played = subprocess.run(
@@ -209,9 +214,7 @@ def test_pong_with_the_defaults_reaches_18_and_its_checkpoint_plays_18(tmp_path)
     averages 18 over 10 evaluation episodes. About an hour on 2 cores."""
     logdir = tmp_path / "pong"
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    result = subprocess.run(
-        [str(REPO / "scripts" / "launch_cluster.sh"), "--env", PONG, "--logdir", str(logdir)],
-        capture_output=True, text=True, env=env, cwd=tmp_path)
+    result = run_launcher("--env", PONG, logdir=logdir, timeout=None, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["solved"] and summary["stop_reason"] == "solved", summary

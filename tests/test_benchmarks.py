@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
+from conftest import colored_pixels, run_to_end
 
 REPO = Path(__file__).resolve().parents[1]
 # benchmarks/ is not an installed package (setup.py packages a3c_graph only).
@@ -174,6 +174,7 @@ def test_results_table_medians_and_plots(tmp_path):
     assert "| graph | 900 | 2,500 |" in markdown  # scaling: 1 and 4 workers
     plots = bench_run.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png", "scaling.png"]
+    assert all(colored_pixels(plot) > 100 for plot in plots)  # curves and bars are drawn
 
 
 def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_ceiling(tmp_path):
@@ -202,7 +203,10 @@ def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_cei
     assert "| tf2_mp | 3.00 | 0.25 | 0.25 |" in markdown
     assert "| graph | 2 | 5,000 | 3,000 | 60 % |" in markdown
     assert "| tf2_mp | 1 | 2,000 | 1,000 | 50 % |" in markdown
-    assert bench_run.plot_results(tmp_path, records, variants, 475.0)
+    plots = bench_run.plot_results(tmp_path, records, variants, 475.0)
+    # Ceiling runs are no curves of their own, nor a scaling plot.
+    assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png"]
+    assert all(colored_pixels(plot) > 100 for plot in plots)  # curves and bars are drawn
 
 
 def test_the_median_of_every_seed_gets_a_distribution_free_interval():
@@ -407,16 +411,17 @@ def test_the_harness_refuses_a_flag_its_tf2_variants_cannot_honour_before_any_ru
     bench_run.parse_args(["--checkpoint-secs", "5", "--variants", "graph"])  # graph honours it
 
 
-def test_tf2_workers_take_the_gpus_round_robin_and_the_ps_runs_on_the_cpu(monkeypatch):
+def test_tf2_workers_take_the_gpus_round_robin_and_the_ps_runs_on_the_cpu():
     from a3c_graph.devices import CUDA_ENV
 
-    monkeypatch.setenv(CUDA_ENV, "0,1,2,3")
+    environ = {CUDA_ENV: "0,1,2,3"}  # a child process's own environment
     seen = []
     for index in (0, 1, 2):
-        runtime.pin_visible_gpus(("3", "5"), index)  # worker `index`
-        seen.append(os.environ[CUDA_ENV])
-    runtime.pin_visible_gpus((), 0)  # the parameter holder's
-    assert seen + [os.environ[CUDA_ENV]] == ["3", "5", "3", ""]
+        runtime.pin_visible_gpus(("3", "5"), index, environ)  # worker `index`
+        seen.append(environ[CUDA_ENV])
+    runtime.pin_visible_gpus((), 0, environ)  # the parameter holder's
+    assert seen + [environ[CUDA_ENV]] == ["3", "5", "3", ""]
+    assert environ["TF_USE_LEGACY_KERAS"] == "1"  # and the graph agent's import settings
 
 
 # --------------------------------------------------------------------------- TF2 variants' learner
@@ -674,9 +679,9 @@ def _gone(pid: int, create_time: float) -> bool:
 ])
 def test_harness_smoke_run(tmp_path, variant):
     out = tmp_path / "results"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--variants", variant, "--out", str(out),
-         *SMOKE_FLAGS], cwd=REPO, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_SECS)
+    # Past the timeout, the harness and every run it started are stopped by their pids.
+    result = run_to_end([sys.executable, "-m", "benchmarks.run", "--variants", variant, "--out",
+                         out, *SMOKE_FLAGS], cwd=REPO, timeout=SMOKE_TIMEOUT_SECS)
     assert result.returncode == 0, result.stderr[-2000:]
 
     data = json.loads((out / "results.json").read_text())
@@ -711,8 +716,8 @@ def test_harness_smoke_run(tmp_path, variant):
 def test_the_ps_strategy_probe_finds_python_steps_run_in_the_coordinator():
     # What the README says of TF2's ParameterServerStrategy: if a TF release lets a worker
     # run a numpy_function of its own, this fails and the README's answer is out of date.
-    result = subprocess.run([sys.executable, "-m", "benchmarks.ps_strategy_probe"], cwd=REPO,
-                            capture_output=True, text=True, timeout=180)
+    result = run_to_end([sys.executable, "-m", "benchmarks.ps_strategy_probe"], cwd=REPO,
+                        timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     answers = dict(line.strip().split(": ", 1) for line in result.stdout.splitlines()
                    if line.startswith("  "))

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 import tensorflow as tf
+from conftest import run_to_end
 
 from a3c_graph import checkpoints, evaluate, launch
 from a3c_graph.agent import build_worker_graph
@@ -135,16 +136,9 @@ def listing(directory: Path) -> list:
 def run_cli(module: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "TF_CPP_MIN_LOG_LEVEL")}
     env["PYTHONPATH"] = str(REPO)
-    process = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
-    try:
-        stdout, stderr = process.communicate(timeout=TIMEOUT_SECS)
-    except subprocess.TimeoutExpired:
-        process.terminate()  # a launcher stops its own tasks on SIGTERM
-        stdout, stderr = process.communicate(timeout=30)
-        pytest.fail(f"{module} {args} still running after {TIMEOUT_SECS} s\n{stderr}")
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    # Past the timeout, the process and all it started are stopped by their pids.
+    return run_to_end([sys.executable, "-m", module, *args], timeout=TIMEOUT_SECS, cwd=REPO,
+                      env=env)
 
 
 def error_line(result: subprocess.CompletedProcess, prefix: str) -> str:

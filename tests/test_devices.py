@@ -5,7 +5,8 @@ This machine may have no GPU, so GPU plans are made against an injected inventor
 (A3C_GRAPH_FAKE_GPUS=N in a subprocess's environment, or a GpuInventory in-process); the
 checks that TF really put ops where the plan says run on CPU-only machines by giving a
 process several logical CPU devices (device_count {"CPU": N}) and reading the devices of
-a traced session.run from RunMetadata.
+a traced session.run from RunMetadata. Those runs happen in a child process that hosts the
+servers (tests/cluster_child.py), so no TF server outlives its test.
 """
 
 from __future__ import annotations
@@ -350,52 +351,37 @@ class Ran(dict):
                 if name.startswith(scope) and "MatMul" in op_type for device in self[name]}
 
 
-@pytest.fixture(scope="module")
-def in_process_cluster():
-    """A ps and a worker server in this process; the worker has two logical CPUs.
-
-    Configured from a device plan whose worker has a GPU: on a machine without one, that
-    worker's GPU ops must fall back to its CPU.
-    """
-    import portpicker
+def traced_train_step(cluster: dict, worker_device: str | None) -> dict:
+    """Run in a cluster child (tests/cluster_child.py): a ps and a worker server whose worker
+    has two logical CPUs, configured from a device plan whose worker has a GPU (on a machine
+    without one, that worker's GPU ops must fall back to its CPU). Builds the worker graph on
+    `worker_device` (None: the plan's), runs one rollout and one update, traced."""
     import tensorflow as tf
 
+    from a3c_graph.agent import build_worker_graph
     from a3c_graph.cluster import TaskSpec, session_config
+    from a3c_graph.config import A3CConfig
+    from a3c_graph.envs import EnvBatch, env_info
+    from tests.cluster_child import start_servers
 
-    ports = [portpicker.pick_unused_port() for _ in range(2)]
-    cluster = {"ps": [f"127.0.0.1:{ports[0]}"], "worker": [f"127.0.0.1:{ports[1]}"]}
+    tf1 = tf.compat.v1
     plan = devices.plan_devices(cluster_keys(1), "0", inventory=fake_gpus(1))
     specs = {job: TaskSpec(cluster, job, 0) for job in ("ps", "worker")}
     configs = {job: devices.apply_to_config(session_config(spec), plan.for_task(job, 0))
                for job, spec in specs.items()}
     configs["worker"].device_count["CPU"] = 2
-    cluster_spec = tf.compat.v1.train.ClusterSpec(cluster)
-    # In-process servers cannot be stopped; they end with the test process.
-    servers = {job: tf.compat.v1.train.Server(cluster_spec, job_name=job, task_index=0,
-                                              config=configs[job])
-               for job in ("ps", "worker")}
-    return {"spec": specs["worker"], "server": servers["worker"], "config": configs["worker"],
-            "plan": plan}
+    servers = start_servers(cluster, configs)
+    worker_device = worker_device or plan.for_task("worker", 0).device
 
-
-def traced_train_step(cluster, worker_device: str):
-    """Build the worker graph on `worker_device`, run one rollout and one update, traced."""
-    import tensorflow as tf
-
-    from a3c_graph.agent import build_worker_graph
-    from a3c_graph.config import A3CConfig
-    from a3c_graph.envs import EnvBatch, env_info
-
-    tf1 = tf.compat.v1
     config = A3CConfig(envs_per_worker=2, rollout_length=4, hidden_sizes=(8,))
     batch = EnvBatch("CartPole-v1", 2, seed=0)
     try:
-        with tf.Graph().as_default() as graph:
-            worker = build_worker_graph(config, cluster["spec"], env_info("CartPole-v1"), [batch],
-                                        worker_device=worker_device)
+        with tf.Graph().as_default():
+            worker = build_worker_graph(config, specs["worker"], env_info("CartPole-v1"),
+                                        [batch], worker_device=worker_device)
             [runner] = tf1.get_collection(tf1.GraphKeys.QUEUE_RUNNERS)
             init = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
-            with tf1.Session(cluster["server"].target, config=cluster["config"]) as session:
+            with tf1.Session(servers["worker", 0].target, config=configs["worker"]) as session:
                 devices_here = {d.name for d in session.list_devices()}
                 session.run(init)
                 trace = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE,
@@ -405,19 +391,31 @@ def traced_train_step(cluster, worker_device: str):
                 fetched = session.run(worker.train_fetches, options=trace, run_metadata=update)
     finally:
         batch.close()
-    assert fetched["global_step"] == 1 and fetched["rollout_steps"] == 8
-    global_names = {v.op.name for v in worker.global_network.variables}
-    return Ran(rollout), Ran(update), global_names, devices_here, graph
+    return {"worker_device": worker_device, "devices_here": devices_here,
+            "global_step": int(fetched["global_step"]),
+            "rollout_steps": int(fetched["rollout_steps"]),
+            "rollout": rollout.SerializeToString(), "update": update.SerializeToString(),
+            "global_names": {v.op.name for v in worker.global_network.variables}}
+
+
+def traced_in_cluster(in_cluster, worker_device: str | None = None):
+    """(worker device, Ran of the rollout, Ran of the update, global names, devices here)."""
+    import tensorflow as tf
+
+    got = in_cluster("tests.test_devices:traced_train_step", worker_device=worker_device)
+    assert got["global_step"] == 1 and got["rollout_steps"] == 8
+    ran = [Ran(tf.compat.v1.RunMetadata.FromString(got[key])) for key in ("rollout", "update")]
+    return got["worker_device"], *ran, got["global_names"], got["devices_here"]
 
 
 PS_CPU = "/job:ps/replica:0/task:0/device:CPU:0"
 WORKER = "/job:worker/replica:0/task:0/device:"
 
 
-def test_globals_on_the_ps_and_the_rollout_on_the_planned_worker_device(in_process_cluster):
+def test_globals_on_the_ps_and_the_rollout_on_the_planned_worker_device(in_cluster):
     # CPU:1 stands in for an accelerator: the plan's device is where the worker's ops run.
-    rollout, update, global_names, devices_here, _ = traced_train_step(
-        in_process_cluster, "/job:worker/task:0/device:CPU:1")
+    _, rollout, update, global_names, devices_here = traced_in_cluster(
+        in_cluster, "/job:worker/task:0/device:CPU:1")
     assert {PS_CPU, WORKER + "CPU:0", WORKER + "CPU:1"} <= devices_here
     # The rollout: the local copy's forward pass and the env step, on the worker's CPU:1.
     assert rollout.matmuls("rollout/body/") == {WORKER + "CPU:1"}
@@ -441,11 +439,9 @@ def test_globals_on_the_ps_and_the_rollout_on_the_planned_worker_device(in_proce
     assert (on_ps.count("SplitV"), on_ps.count("ConcatV2")) == (1, 1), sorted(on_ps)
 
 
-def test_a_worker_planned_on_a_gpu_runs_its_ops_there_and_the_env_step_on_its_cpu(
-        in_process_cluster):
-    device = in_process_cluster["plan"].for_task("worker", 0).device
+def test_a_worker_planned_on_a_gpu_runs_its_ops_there_and_the_env_step_on_its_cpu(in_cluster):
+    device, rollout, update, global_names, devices_here = traced_in_cluster(in_cluster)
     assert device == "/job:worker/task:0/device:GPU:0"
-    rollout, update, global_names, devices_here, _ = traced_train_step(in_process_cluster, device)
     has_gpu = WORKER + "GPU:0" in devices_here
     # numpy_function has no GPU kernel: soft placement puts it on the worker's CPU.
     assert rollout["rollout/body/_1/env_step_0"] == {WORKER + "CPU:0"}

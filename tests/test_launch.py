@@ -76,22 +76,6 @@ def stop_launcher(process: subprocess.Popen) -> None:
             process.communicate()
 
 
-def stop_run_processes(logdir: Path) -> None:
-    """Last-resort cleanup: end what the run's pid files name, if it is still ours."""
-    procs = [r.proc for r in read_pid_files(logdir).values() if r.proc is not None]
-    for proc in procs:
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=15)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-
-
 def processes_mentioning(path: Path) -> list[int]:
     """Pids whose command line names `path` (read-only: to assert nothing was left running)."""
     found = []
@@ -781,15 +765,6 @@ def test_a_second_sigint_kills_a_task_that_ignores_sigterm(fake_launcher):
 
 
 # --------------------------------------------------------------------------- end to end
-
-@pytest.fixture
-def run_cleanup():
-    """Logdirs whose processes are stopped (by their own, checked pids) after the test."""
-    logdirs: list[Path] = []
-    yield logdirs.append
-    for logdir in logdirs:
-        stop_run_processes(logdir)
-
 
 @pytest.mark.e2e
 def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import colored_pixels
 
 from benchmarks import learning
 from benchmarks.learning import TASKS, Curve, judge, median_curve
@@ -91,7 +92,9 @@ def test_the_table_reports_seeds_reaching_the_target_and_the_stability_verdicts(
     assert "NO (floor 400)" in text
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["summary"]["cartpole-stability"]["held"] == 1
-    assert learning.plot_task(tmp_path, TASKS["cartpole-stability"], records).exists()
+    plot = learning.plot_task(tmp_path, TASKS["cartpole-stability"], records)
+    assert plot == tmp_path / "cartpole-stability.png"
+    assert colored_pixels(plot) > 100  # each seed's curve is drawn
 
 
 @pytest.mark.parametrize("argv, message", [

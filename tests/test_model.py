@@ -1,7 +1,10 @@
-"""The networks of a3c_graph.model: output shapes, the LSTM's state resets, the learner's replay
-of a rollout, and the state an actor carries from rollout to rollout.
+"""The networks of a3c_graph.model: their outputs against the NumPy forward passes of
+tests/ground_truth.py (uint8, bool and float images of shapes that are not square, so the
+[0, 1] scaling and the move of the channels last show), output shapes, the LSTM's state
+resets, the learner's replay of a rollout, and the state an actor carries from rollout to
+rollout.
 
-None of these need the Atari extra: image networks are checked on made-up uint8 images.
+None of these need the Atari extra: image networks are checked on made-up images.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import run_launcher
 
 from a3c_graph.config import resolve_config
 from a3c_graph.envs import EnvBatch
@@ -28,6 +32,7 @@ from a3c_graph.model import (
     values_of_next_obs,
 )
 from a3c_graph.rollout import build_rollout
+from tests import ground_truth
 
 tf1 = tf.compat.v1
 REPO = Path(__file__).resolve().parents[1]
@@ -71,6 +76,93 @@ def test_build_network_picks_the_network_from_policy_and_observations(policy, ob
 def test_cnn_policy_on_vector_observations_is_refused():
     with pytest.raises(ValueError, match="--policy cnn needs image observations"):
         build_network((4,), 2, resolve_config({"policy": "cnn"}), "net")
+
+
+# --------------------------------------------------------------------------- against NumPy
+
+def random_weights(network, seed: int, scale: float = 0.5) -> dict[str, np.ndarray]:
+    """Random values for every variable of `network` (assigned in the default graph's next
+    session by `assign`), by name in its scope: "torso/conv0/kernel", ..."""
+    rng = np.random.default_rng(seed)
+    return {v.name.split("/", 1)[1].rsplit(":", 1)[0]:
+            rng.normal(scale=scale, size=v.shape.as_list()).astype(np.float32)
+            for v in network.variables}
+
+
+def assign(network, weights):
+    return [v.assign(weights[v.name.split("/", 1)[1].rsplit(":", 1)[0]])
+            for v in network.variables]
+
+
+def observations(shape, dtype, seed=0):
+    """Made-up observations [N, ...]: uint8 pixels over 0..255, bool boards, float images."""
+    rng = np.random.default_rng(seed)
+    if dtype == np.uint8:
+        return rng.integers(0, 256, shape).astype(np.uint8)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.3
+    return rng.random(shape).astype(np.float32)
+
+
+# (observation shape [C, H, W] or [H, W], dtype, conv filters, stride): never square, and
+# C, H and W all differ, so that a transpose to any other layout changes the outputs.
+IMAGE_CASES = [
+    ((3, 7, 11), np.uint8, (4, 5), 2),  # Atari's layout: uint8 frames stacked first
+    ((3, 7, 11), np.uint8, (4,), 1),
+    ((2, 6, 9), np.bool_, (4,), 1),  # MinAtar's: bool boards, one convolution at stride 1
+    ((5, 8), np.uint8, (3, 4), 2),  # one channel, no channel axis
+    ((3, 7, 11), np.float32, (4,), 2),  # float images are not rescaled
+]
+
+
+@pytest.mark.parametrize("obs_shape, dtype, conv_filters, stride", IMAGE_CASES,
+                         ids=["uint8-stride2", "uint8-stride1", "bool", "uint8-2d", "float32"])
+def test_cnn_outputs_are_the_numpy_forward_pass(obs_shape, dtype, conv_filters, stride):
+    network = ActorCriticCNN(obs_shape, 3, (6,), "net", conv_filters=conv_filters,
+                             conv_stride=stride)
+    obs = observations([4, *obs_shape], dtype)
+    weights = random_weights(network, seed=1)
+    outputs = network(tf.constant(obs))
+    with tf1.Session() as session:
+        session.run(assign(network, weights))
+        logits, values = session.run(outputs)
+    want_logits, want_values = ground_truth.cnn_forward(weights, obs, stride)
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(values, want_values, rtol=1e-4, atol=1e-4)
+    # The outputs tell the observations apart (a network that ignored them would pass the
+    # comparison above only if the reference ignored them too).
+    assert np.ptp(values) > 1e-2, values
+
+
+@pytest.mark.parametrize("torso, obs_shape, dtype", [
+    ("mlp", (4,), np.float32), ("cnn", (3, 7, 11), np.uint8)], ids=["mlp", "cnn"])
+def test_lstm_step_and_replay_are_the_numpy_forward_pass(torso, obs_shape, dtype):
+    T, B, H = 4, 3, 5
+    network = ActorCriticLSTM(obs_shape, 3, (6,), H, torso, "net", conv_filters=(4,),
+                              conv_stride=2) if torso == "cnn" else \
+        ActorCriticLSTM(obs_shape, 3, (6,), H, torso, "net")
+    obs = observations([T, B, *obs_shape], dtype, seed=2)
+    next_obs = np.concatenate([obs[1:], observations([1, B, *obs_shape], dtype, seed=3)])
+    done = np.zeros([T, B], bool)
+    done[1, 0] = done[2, 2] = True
+    next_obs[done] = observations([int(done.sum()), *obs_shape], dtype, seed=4)
+    initial = np.random.default_rng(5).normal(size=[B, 2, H]).astype(np.float32)
+    weights = random_weights(network, seed=6)
+    step = network.step(tf.constant(obs[0]), tf.constant(initial))
+    replay = network.unroll(tf.constant(obs), tf.constant(next_obs), tf.constant(initial),
+                            tf.constant(done))
+    with tf1.Session() as session:
+        session.run(assign(network, weights))
+        (logits, values, after), (r_logits, r_values, r_next) = session.run([step, replay])
+
+    want = ground_truth.lstm_forward(weights, obs[0], initial, torso, stride=2)
+    for got, expected in zip((logits, values, after), want):
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    want_logits, want_values, want_next = ground_truth.lstm_replay(
+        weights, obs, next_obs, initial, done, torso, stride=2)
+    np.testing.assert_allclose(r_logits, want_logits.reshape(T * B, -1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(r_values, want_values.reshape(-1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(r_next, want_next.reshape(-1), rtol=1e-4, atol=1e-5)
 
 
 # --------------------------------------------------------------------------- shapes
@@ -252,17 +344,21 @@ def test_actor_carries_the_lstm_state_across_rollouts_and_zeroes_it_at_episode_e
 def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
     logdir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    result = subprocess.run(
-        [str(REPO / "scripts" / "launch_cluster.sh"), "--policy", "lstm", "--workers", "2",
-         "--max-steps", "600", "--rollout-length", "16", "--envs-per-worker", "4",
-         "--logdir", str(logdir)],
-        capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    result = run_launcher("--policy", "lstm", "--workers", "2", "--max-steps", "600",
+                          "--rollout-length", "16", "--envs-per-worker", "4", logdir=logdir,
+                          timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 600, summary
-    assert summary["episodes"] > 0
+    # Every rollout of 16 steps of 4 envs made one update (give or take the other worker's
+    # update, half applied when the last counters were read)...
+    assert abs(summary["global_step"] * 16 * 4 - summary["env_steps"]) <= 16 * 4, summary
     config = json.loads((logdir / "config.json").read_text())
     assert config["policy"] == "lstm"
+    # ...whose gradients reached the LSTM through the replay of the rollout: Adam's moments
+    # of its kernel are not zero.
+    reader = tf.train.load_checkpoint(str(logdir))
+    assert np.abs(reader.get_tensor("global/lstm/kernel/Adam")).max() > 0
     # The checkpoint holds the LSTM, and evaluation rebuilds it from config.json.
     played = subprocess.run(
         [sys.executable, "-m", "a3c_graph.evaluate", "--logdir",
@@ -271,6 +367,42 @@ def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
         env={**env, "PYTHONPATH": str(REPO)})
     assert played.returncode == 0, played.stderr[-2000:]
     assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
+
+
+# --------------------------------------------------------------------------- learning from images
+
+# The launcher on an image bandit (tests/image_env.py): which arm pays shows only in the image,
+# so the run reaches its target only through the image path (uint8 pixels, channels first,
+# into the cnn torso) and an update that pairs each image with its own action.
+IMAGE_BANDIT_FLAGS = [
+    "--env", "tests.image_env:ImageBandit-v0", "--workers", "1", "--rollout-length", "4",
+    "--envs-per-worker", "8", "--conv-filters", "8", "--conv-stride", "1", "--hidden-sizes", "32",
+    "--learning-rate", "3e-3", "--adam-epsilon", "1e-5", "--normalize-advantages", "true",
+    # A random policy earns 0.5 (+-0.05 over 100 episodes); the run stops at the target.
+    "--target-return", "0.9", "--max-steps", "40000", "--max-seconds", "150"]
+
+
+@pytest.mark.e2e
+def test_the_launcher_learns_which_arm_pays_from_uint8_images(tmp_path):
+    from tests import image_env
+
+    logdir = tmp_path / "run"
+    result = run_launcher(*IMAGE_BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"] == "solved" and summary["mean_return_100"] >= 0.9, summary
+
+    # The saved network, run by the NumPy forward pass (pixels scaled to [0, 1], channels
+    # moved last), picks the paying arm of images it never saw.
+    reader = tf.train.load_checkpoint(str(logdir))
+    weights = {name.split("/", 1)[1]: reader.get_tensor(name)
+               for name in reader.get_variable_to_shape_map()
+               if name.startswith("global/") and "Adam" not in name}
+    rng = np.random.default_rng(12345)
+    images, sides = zip(*(image_env.draw(rng) for _ in range(200)))
+    logits, _ = ground_truth.cnn_forward(weights, np.stack(images), stride=1)
+    accuracy = float(np.mean(np.argmax(logits, axis=1) == np.array(sides)))
+    assert accuracy >= 0.9, accuracy
 
 
 # --------------------------------------------------------------------------- local and global

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import colored_pixels, stop_process_tree
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # benchmarks/ is not an installed package
@@ -132,7 +133,7 @@ def test_results_md_has_the_table_and_what_each_ps_count_absorbs(tmp_path):
     data = json.loads((tmp_path / "results.json").read_text())
     assert [load["ps"] for load in data["ps_loads"]["pong"]] == [1, 2, 4]
     pc.plot_results(tmp_path, rows, ["pong"])
-    assert (tmp_path / "ps_capacity.png").stat().st_size > 0
+    assert colored_pixels(tmp_path / "ps_capacity.png") > 100  # the ps counts' curves are drawn
 
 
 # --------------------------------------------------------------------------- rule of thumb
@@ -327,9 +328,33 @@ class Watched:
 
     def finish(self, timeout: float) -> tuple[str, str]:
         self.until(lambda: False, timeout)
-        if self.process.poll() is None:
-            self.process.kill()
+        self.stop()
         return self.process.communicate(timeout=30)
+
+    def stop(self) -> None:
+        """On every path: a harness still running is interrupted as a user would (it then
+        stops its tasks and deletes its namespaces), and what is left of its process tree
+        is stopped by pid."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                stop_process_tree(self.process)
+
+
+@pytest.fixture
+def watched(tmp_path):
+    """Watched(tmp_path, flags) runs, each stopped after the test however it ends."""
+    runs: list[Watched] = []
+
+    def start(flags: list[str]) -> Watched:
+        runs.append(Watched(tmp_path, flags))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.stop()
 
     def assert_nothing_left(self) -> None:
         alive = [p for p in self.seen.values() if p.is_running()
@@ -344,9 +369,9 @@ class Watched:
 
 
 @pytest.mark.e2e
-def test_a_short_run_writes_the_table_and_leaves_nothing_behind(tmp_path):
+def test_a_short_run_writes_the_table_and_leaves_nothing_behind(watched):
     needs_root_and_iproute2()
-    run = Watched(tmp_path, [*SMALL, "--ps", "1,2", "--rtt-ms", "0,1", "--gbit", "10"])
+    run = watched([*SMALL, "--ps", "1,2", "--rtt-ms", "0,1", "--gbit", "10"])
     out, err = run.finish(timeout=240)
     assert run.process.returncode == 0, err
     rows = [line for line in (run.out / "results.md").read_text().splitlines()
@@ -363,9 +388,9 @@ def test_a_short_run_writes_the_table_and_leaves_nothing_behind(tmp_path):
 
 
 @pytest.mark.e2e
-def test_sigint_midway_stops_every_process_and_deletes_every_namespace(tmp_path):
+def test_sigint_midway_stops_every_process_and_deletes_every_namespace(watched):
     needs_root_and_iproute2()
-    run = Watched(tmp_path, [*SMALL, "--ps", "2", "--rtt-ms", "0,1,10", "--seconds", "30"])
+    run = watched([*SMALL, "--ps", "2", "--rtt-ms", "0,1,10", "--seconds", "30"])
     # Midway: the hosts are up and the tasks started (a ps task and a pusher, at least).
     run.until(lambda: run.suffixes and any("ps_pusher" in command(p) for p in run.seen.values()),
               timeout=120)

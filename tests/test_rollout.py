@@ -194,3 +194,26 @@ def test_episode_returns_and_lengths_are_nonzero_exactly_where_an_episode_ended(
         np.testing.assert_array_equal(lengths[t], np.where(done[t], running_length, 0))
         running_return[done[t]] = 0.0
         running_length[done[t]] = 0
+
+
+# --------------------------------------------------------------------------- acting
+
+def test_actions_are_sampled_from_the_policy_and_nan_logits_act_uniformly():
+    """sample_actions, the actors' choice: a policy of [0.2, 0.7, 0.1] is followed in
+    proportion (not its most likely action every time), and logits made NaN by NaN
+    observations give actions spread over the whole action space (never an id outside it)."""
+    from a3c_graph.rollout import sample_actions
+
+    n = 20000
+    logits = np.log(np.array([[0.2, 0.7, 0.1]] * n + [[np.nan] * 3] * n, np.float32))
+    with tf.Graph().as_default():
+        tf1.set_random_seed(3)
+        actions = sample_actions(tf.constant(logits))
+        with tf1.Session() as session:
+            got = session.run(actions)
+    assert got.dtype == np.int32
+    followed = np.bincount(got[:n], minlength=3) / n
+    np.testing.assert_allclose(followed, [0.2, 0.7, 0.1], atol=0.02)  # about 7 sigma
+    uniform = np.bincount(got[n:], minlength=3) / n
+    assert len(uniform) == 3
+    np.testing.assert_allclose(uniform, [1 / 3] * 3, atol=0.02)

@@ -82,25 +82,6 @@ def processes_mentioning(path: Path) -> list[int]:
     return found
 
 
-@pytest.fixture
-def run_cleanup():
-    """Logdirs whose processes are stopped after the test, by their own, checked pids."""
-    logdirs: list[Path] = []
-    yield logdirs.append
-    for logdir in logdirs:
-        procs = [r.proc for r in read_pid_files(logdir).values() if r.proc is not None]
-        for proc in procs:
-            try:
-                proc.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        for proc in psutil.wait_procs(procs, timeout=15)[1]:
-            try:
-                proc.kill()
-            except psutil.NoSuchProcess:
-                pass
-
-
 def without_cap_sys_admin() -> list[str]:
     """Root without CAP_SYS_ADMIN, as in many containers: no network namespace of its own,
     the user-namespace way like any user (and, unlike nobody, it may exec this Python, which
@@ -287,9 +268,10 @@ def test_an_unprivileged_launcher_runs_its_tasks_in_a_private_network_as_the_use
     try:
         stdout, stderr = process.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGTERM)  # the launcher stops its tasks
-        stdout, stderr = process.communicate(timeout=30)
-        pytest.fail(f"the launcher did not finish\n{stdout}\n{stderr}")
+        pytest.fail("the launcher did not finish in 60 s")
+    finally:
+        if process.poll() is None:
+            stop_process_tree(process)  # the launcher and its fake tasks, by their pids
     assert process.returncode == 0, stderr
     assert "in a private network" in stdout
     # setpriv execs: the pid we started is the launcher's, before and after it re-executed.

@@ -19,11 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from conftest import alive, checkpoint_step
+from conftest import alive, checkpoint_step, stop_process_tree, stop_run
 
-from a3c_graph.pids import read_pid_files
 from a3c_graph.progress import read_progress
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,20 +46,11 @@ def start_launcher(logdir: Path, *flags: str) -> subprocess.Popen:
 
 
 def stop_everything(process: subprocess.Popen, logdir: Path) -> None:
-    """Cleanup by the run's own, checked pids: the launcher first, then what it left."""
+    """Cleanup by the run's own, checked pids (the launcher's `stop`: the launcher first,
+    then what it left), then our launcher process by its pid if it still runs."""
+    stop_run(logdir)
     if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    procs = [r.proc for r in read_pid_files(logdir).values() if r.proc is not None]
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
+        stop_process_tree(process)
 
 
 def pid_of(logdir: Path, name: str) -> int:
@@ -122,11 +111,13 @@ def run(tmp_path):
     process = start_launcher(logdir, "--workers", "2", "--max-seconds", "600",
                              "--target-return", "100000", "--checkpoint-secs", "2", *SMALL)
     watch = Watch(process, logdir)
-    watch.until("training and a first checkpoint", lambda progress: (
-        len(progress) == 2 and all(d["global_step"] > 30 for d in progress.values())
-        and checkpoint_step(logdir) > 0))
-    yield watch
-    stop_everything(process, logdir)
+    try:
+        watch.until("training and a first checkpoint", lambda progress: (
+            len(progress) == 2 and all(d["global_step"] > 30 for d in progress.values())
+            and checkpoint_step(logdir) > 0))
+        yield watch
+    finally:
+        stop_everything(process, logdir)
 
 
 def test_a_killed_worker_is_restarted_and_rejoins_training(run):

@@ -34,3 +34,19 @@ def test_a_task_imports_tf_without_loading_keras():
 def test_values_the_user_exported_win():
     got = probe(TF_USE_LEGACY_KERAS="0", TF_CPP_MIN_LOG_LEVEL="1")
     assert got == {"keras_loaded": True, "log_level": "1", "graph_mode": True}
+
+
+def test_settings_made_for_a_block_are_gone_after_it_and_the_users_stay():
+    from a3c_graph import tf_env
+
+    environ = {"TF_CPP_MIN_LOG_LEVEL": "0", "HOME": "/home/user"}
+    with tf_env.set_while_running(environ=environ):
+        assert environ == {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_USE_LEGACY_KERAS": "1",
+                           "HOME": "/home/user"}
+    assert environ == {"TF_CPP_MIN_LOG_LEVEL": "0", "HOME": "/home/user"}
+    try:
+        with tf_env.set_while_running(environ=environ):
+            raise RuntimeError("the block failed")
+    except RuntimeError:
+        pass
+    assert environ == {"TF_CPP_MIN_LOG_LEVEL": "0", "HOME": "/home/user"}
