@@ -207,19 +207,21 @@ def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tm
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(4 * 3600)
-def test_pong_with_the_defaults_reaches_18_and_its_checkpoint_plays_18(tmp_path):
-    """The headline run (README, Pong): the atari preset's target of 18 reached within the
-    preset's budget of 10M agent steps, stopping there by itself; the final checkpoint then
-    averages 18 over 10 evaluation episodes. About an hour on 2 cores."""
+@pytest.mark.timeout(3600)
+def test_pong_on_the_a3c_protocol_reaches_18_and_its_checkpoint_plays_18(tmp_path):
+    """The headline run (README, Pong): the launcher's command on the A3C anchors' protocol
+    (no sticky actions) reaches a mean return(100) of 18 within 45 minutes of training and
+    stops there by itself; the final checkpoint then averages 18 over 10 evaluation games
+    with greedy actions. About 35 minutes on an idle 2-core machine."""
     logdir = tmp_path / "pong"
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    result = run_launcher("--env", PONG, logdir=logdir, timeout=None, cwd=tmp_path)
+    result = run_launcher("--env", PONG, "--repeat-action-probability", "0",
+                          "--max-seconds", "2700", logdir=logdir, timeout=None, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["solved"] and summary["stop_reason"] == "solved", summary
     assert summary["mean_return_100"] >= 18.0
-    assert summary["frames"] == 4 * summary["env_steps"] <= 40_000_000
+    assert summary["frames"] == 4 * summary["env_steps"]
 
     played = subprocess.run(
         [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "10"],
