@@ -342,6 +342,17 @@ class Watched:
             except subprocess.TimeoutExpired:
                 stop_process_tree(self.process)
 
+    def assert_nothing_left(self) -> None:
+        alive = [p for p in self.seen.values() if p.is_running()
+                 and p.status() != psutil.STATUS_ZOMBIE]
+        assert not alive, [command(p) for p in alive]
+        assert not (our_namespaces() - self.namespaces_before)
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+        assert self.suffixes and not any(s in links for s in self.suffixes), links
+        assert self.out.joinpath("results.json").exists()
+        cleanup = json.loads(self.out.joinpath("results.json").read_text())["cleanup"]
+        assert not cleanup["processes"] and not cleanup["network_errors"], cleanup
+
 
 @pytest.fixture
 def watched(tmp_path):
@@ -355,17 +366,6 @@ def watched(tmp_path):
     yield start
     for run in runs:
         run.stop()
-
-    def assert_nothing_left(self) -> None:
-        alive = [p for p in self.seen.values() if p.is_running()
-                 and p.status() != psutil.STATUS_ZOMBIE]
-        assert not alive, [command(p) for p in alive]
-        assert not (our_namespaces() - self.namespaces_before)
-        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-        assert self.suffixes and not any(s in links for s in self.suffixes), links
-        assert self.out.joinpath("results.json").exists()
-        cleanup = json.loads(self.out.joinpath("results.json").read_text())["cleanup"]
-        assert not cleanup["processes"] and not cleanup["network_errors"], cleanup
 
 
 @pytest.mark.e2e
