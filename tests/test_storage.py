@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -25,9 +24,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
-from conftest import REPO, checkpoint_step, child_env
+from conftest import REPO, checkpoint_step, child_env, stop_process_tree
+from conftest import stop_run as stop_logged_run
 
 from a3c_graph import plan, storage
 from a3c_graph.checkpoints import read_checkpoint_state
@@ -353,18 +352,10 @@ def wait_for_training(process: subprocess.Popen, logdir: Path, timeout: float = 
 
 
 def stop_run(process: subprocess.Popen, logdir: Path) -> None:
-    """Nothing of the run is left: the launcher first, then any task by its checked pid."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    for record in read_pid_files(logdir).values():
-        if record.proc is not None:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                record.proc.kill()
+    """Nothing of the run is left: the launcher's own stop on its pid files, then whatever is
+    left of the launcher's process tree, by pid."""
+    stop_logged_run(logdir)
+    stop_process_tree(process)
 
 
 def assert_stopped_cleanly(stdout: str, stderr: str, logdir: Path, line: str) -> None:
