@@ -204,7 +204,6 @@ def run_ps(spec, config, device, stop: StopFlag, released_by_workers: bool = Fal
     print(f"{PROG}: {describe_task(device)}", flush=True)
     print(f"{PROG}: ps task {spec.task} serving at {spec.address}", flush=True)
     stop.in_loop = True
-    why = "stop signal"
     if released_by_workers:
         own = type(server_config)()
         own.CopyFrom(server_config)
@@ -212,8 +211,10 @@ def run_ps(spec, config, device, stop: StopFlag, released_by_workers: bool = Fal
         own.device_filters.append(f"/job:ps/task:{spec.task}")  # its own queue only
         why = ps_release.serve_until_released(server.target, spec.task, spec.num_workers, own,
                                               lambda: stop.received is not None)
-    while stop.received is None and not released_by_workers:
-        time.sleep(0.2)  # server.join() would block signals forever
+    else:
+        why = "stop signal"
+        while stop.received is None:  # server.join() would block signals forever
+            time.sleep(0.2)
     print(f"{PROG}: ps task {spec.task} stopping ({why})", flush=True)
     # A ps holds no state of its own to flush (the chief checkpoints the variables), and
     # tearing down a gRPC server with live peers can take a while: leave at once.
