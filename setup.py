@@ -10,7 +10,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11,<3.12",
-    packages=find_packages(include=["a3c_graph", "a3c_graph.*"]),
+    packages=find_packages(include=["a3c_graph", "a3c_graph.*", "benchmarks", "benchmarks.*"]),
     install_requires=[
         "tensorflow==2.21.0",
         "numpy==2.4.6",

@@ -37,7 +37,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from a3c_graph.config import A3CConfig, is_atari, resolve_policy
+from a3c_graph.core.config import A3CConfig, is_atari, resolve_policy
 
 CONFIG_FILE = "config.json"
 STATE_FILE = "checkpoint"  # the Saver's checkpoint state file (a CheckpointState text proto)

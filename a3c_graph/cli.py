@@ -22,7 +22,7 @@ from typing import NoReturn
 
 EXIT_CRASH = 1
 EXIT_USAGE = 2
-# A worker task's own statuses, which the supervisor reads (a3c_graph/worker.py).
+# A worker task's own statuses, which the supervisor reads (a3c_graph/distributed/task_runner.py).
 EXIT_GAVE_UP = 3  # restarting it would not help: no ps in time, losses that stay NaN
 EXIT_LOST_PS = 75  # EX_TEMPFAIL: the session to the ps broke; start it again
 # A task's, and then the launcher's: the log dir cannot be written (full, read-only, not

@@ -21,13 +21,13 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from a3c_graph import tf_env
+from a3c_graph import process_env
 from a3c_graph.cli import OneLineParser, UsageError, fail
 
 PROG = "a3c_graph.evaluate"
 # While evaluate runs (main may run inside a caller's process: set only meanwhile): TF's import
 # settings, and no screen for SDL (pygame draws CartPole), since rgb_array frames need none.
-PLAY_ENVIRONMENT = {**tf_env.DEFAULTS, "SDL_VIDEODRIVER": "dummy"}
+PLAY_ENVIRONMENT = {**process_env.DEFAULTS, "SDL_VIDEODRIVER": "dummy"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,8 +85,8 @@ def checked_checkpoint(logdir: str, config, checkpoint: str | None, env_overridd
     import tensorflow as tf
 
     from a3c_graph import checkpoints
-    from a3c_graph.envs import env_info, env_options
-    from a3c_graph.model import build_network
+    from a3c_graph.core.envs import env_info, env_options
+    from a3c_graph.core.model import build_network
 
     advice = (f"--env {config.env} needs another network than the run's env" if env_overridden
               else f"{os.path.join(logdir, 'config.json')} describes another network")
@@ -114,8 +114,8 @@ def _recording_env(config, video_dir: str, name_prefix: str):
     """The run's env, rendering rgb frames, with the first episode recorded as an mp4."""
     import gymnasium as gym
 
-    from a3c_graph.config import is_atari
-    from a3c_graph.envs import ATARI_FRAME_SKIP, env_options, make_env
+    from a3c_graph.core.config import is_atari
+    from a3c_graph.core.envs import ATARI_FRAME_SKIP, env_options, make_env
 
     env = make_env(config.env, render_mode="rgb_array", **env_options(config))
     # One frame per agent step: an Atari step is 4 frames of the 60 Hz console.
@@ -145,8 +145,8 @@ def evaluate(config, checkpoint: str, episodes: int, seed: int, sample: bool,
     import numpy as np
     import tensorflow as tf
 
-    from a3c_graph.envs import env_options, make_env
-    from a3c_graph.model import build_network
+    from a3c_graph.core.envs import env_options, make_env
+    from a3c_graph.core.model import build_network
 
     tf1 = tf.compat.v1
     if video_dir:
@@ -225,8 +225,8 @@ def write_gif(mp4: str, seconds: float, width: int = 160, speed: float = 1.0) ->
 
 def _play(args, configs, devices) -> list[dict]:
     """Every model's results: each --logdir's checkpoint, --copies times."""
+    from a3c_graph.core.envs import EnvError
     from a3c_graph.devices import shared_session_config
-    from a3c_graph.envs import EnvError
 
     models = []
     try:
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
             if args.env:
                 config = dataclasses.replace(config, env=args.env)
             configs.append(config)
-        with tf_env.set_while_running(PLAY_ENVIRONMENT):
+        with process_env.set_while_running(PLAY_ENVIRONMENT):
             results = _play(args, configs, devices)
     except UsageError as error:
         return fail(PROG, error)

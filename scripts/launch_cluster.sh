@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Start, inspect or stop a local a3c_graph cluster; all the work is in a3c_graph/launch.py
-# (and the plan.py, supervisor.py and pids.py it uses).
+# Start, inspect or stop a local a3c_graph cluster; all the work is in a3c_graph/launcher/commands.py
+# (and the plan.py, supervisor.py and processes.py it uses).
 #   scripts/launch_cluster.sh [start] [flags]     (see --help; --dry-run prints every command)
 #   scripts/launch_cluster.sh status --logdir D
 #   scripts/launch_cluster.sh stop --logdir D
@@ -11,6 +11,4 @@ python="$repo_root/.venv/bin/python"
 if [[ ! -x "$python" ]]; then
   python="python3"
 fi
-# The tasks inherit this, so they import the same a3c_graph as the launcher.
-export PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}"
 exec "$python" -m a3c_graph.launch "$@"

@@ -4,7 +4,7 @@ TF's in-process servers cannot be stopped (their C++ Stop is unimplemented), so 
 needs tf.train.Servers of its own starts them in a child process that it stops by pid: no
 server outlives its test. The child runs in the test session's private network
 (conftest.PrivateNetwork), since a TF server listens on every interface whatever host its
-cluster names (a3c_graph/netns.py) and there only lo exists.
+cluster names (a3c_graph/launcher/netns.py) and there only lo exists.
 
     python -m tests.cluster_child MODULE:FUNCTION NUM_PS WORKDIR
 
@@ -26,8 +26,8 @@ from pathlib import Path
 
 def start_servers(cluster: dict, configs: dict | None = None) -> dict:
     """A started server for every task of `cluster`, {(job, index): server}, each with
-    configs[job] or the project's session_config for its task (a3c_graph.cluster)."""
-    from a3c_graph.cluster import TaskSpec, session_config, start_server
+    configs[job] or the project's session_config for its task (a3c_graph.distributed.cluster)."""
+    from a3c_graph.distributed.cluster import TaskSpec, session_config, start_server
 
     servers = {}
     for job, addresses in cluster.items():
@@ -41,9 +41,9 @@ def start_servers(cluster: dict, configs: dict | None = None) -> dict:
 def main(function: str, num_ps: int, workdir: Path) -> None:
     import portpicker
 
-    from a3c_graph import tf_env
+    from a3c_graph import process_env
 
-    tf_env.before_tf_import()  # this process's own environment: quiet TF, no Keras load
+    process_env.before_tf_import()  # this process's own environment: quiet TF, no Keras load
     ports = [portpicker.pick_unused_port() for _ in range(num_ps + 1)]
     cluster = {"ps": [f"127.0.0.1:{port}" for port in ports[:num_ps]],
                "worker": [f"127.0.0.1:{ports[-1]}"]}

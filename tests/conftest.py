@@ -101,10 +101,10 @@ def stop_run(logdir: Path) -> None:
     stops its tasks in order; without it, the tasks, workers first) and kills what is left."""
     if not (logdir / "pids" / "launcher.pid").exists():
         return
-    from a3c_graph import launch
+    from a3c_graph.launcher import commands
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        launch.main(["stop", "--logdir", str(logdir)])
+        commands.main(["stop", "--logdir", str(logdir)])
 
 
 def run_to_end(argv: Sequence, *, timeout: float | None, logdir: Path | None = None,
@@ -197,7 +197,7 @@ LISTENER = ("import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); 
 
 
 class PrivateNetwork:
-    """A network namespace with only lo (a3c_graph.netns), held open by a process we own."""
+    """A network namespace with only lo (launcher.netns), held open by a process we own."""
 
     def __init__(self) -> None:
         if shutil.which("nsenter") is None:

@@ -1,4 +1,4 @@
-"""A slow NumPy ground truth for the loss a worker learns from (agent.learner_loss).
+"""A slow NumPy ground truth for the loss a worker learns from (worker_graph.learner_loss).
 
 Written from the definitions, in float64, sharing no code with the implementation:
 
@@ -12,8 +12,8 @@ is replaced by its sign. A_t, A'_t and G_t are targets: the gradient holds them 
 
 The loss is computed from a network's outputs (logits [T, B, A], V(s_t) and V(s_{t+1}) [T, B]),
 so any network can be checked with it; mlp_outputs is the forward pass of an
-a3c_graph.model.ActorCriticMLP from its weights, looked up by name ("policy/fc0/weights", ...).
-Shapes are time-major as in a3c_graph.rollout: T steps of B envs.
+a3c_graph.core.model.ActorCriticMLP from its weights, looked up by name ("policy/fc0/weights", ...).
+Shapes are time-major as in a3c_graph.core.rollout: T steps of B envs.
 
 The image and recurrent networks have forward passes of their own here, from the same named
 weights (cnn_forward, lstm_step), written as loops over output pixels and time steps:
@@ -25,7 +25,7 @@ weights (cnn_forward, lstm_step), written as loops over output pixels and time s
   LSTM    [i, f, g, o] = [x, h] K + b;  c' = sigmoid(f + 1) c + sigmoid(i) tanh(g);
           h' = sigmoid(o) tanh(c');  the heads read h'
 
-Used by tests/test_agent.py (the graph's learner), tests/test_model.py (the networks) and
+Used by tests/test_worker_graph.py (the graph's learner), tests/test_model.py (the networks) and
 tests/test_benchmarks.py (the TF2 variants).
 """
 
@@ -234,7 +234,7 @@ def heads(weights: dict, features):
 
 
 def cnn_forward(weights: dict, obs, stride: int):
-    """logits [N, A] and values [N] of a3c_graph.model.ActorCriticCNN on images [N, ...]."""
+    """logits [N, A] and values [N] of a3c_graph.core.model.ActorCriticCNN on images [N, ...]."""
     return heads(weights, cnn_torso(weights, obs, stride))
 
 
@@ -249,7 +249,7 @@ def lstm_step(weights: dict, features, state):
 
 
 def lstm_forward(weights: dict, obs, state, torso: str, stride: int = 1):
-    """(logits [N, A], values [N], the state after) of a3c_graph.model.ActorCriticLSTM acting
+    """(logits [N, A], values [N], the state after) of a3c_graph.core.model.ActorCriticLSTM acting
     on observations [N, ...] from state [N, 2, H]; torso "mlp" or "cnn"."""
     features = cnn_torso(weights, obs, stride) if torso == "cnn" else mlp_torso(weights, obs)
     after = lstm_step(weights, features, np.asarray(state, np.float64))

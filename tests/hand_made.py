@@ -1,14 +1,14 @@
-"""A hand-made rollout and random weights, for the learner's tests (test_agent.py and
-test_agent_cluster.py).
+"""A hand-made rollout and random weights, for the learner's tests (test_worker_graph.py and
+test_worker_graph_cluster.py).
 
-Shapes are time-major as in a3c_graph.rollout: T steps of B envs, [T, B, ...].
+Shapes are time-major as in a3c_graph.core.rollout: T steps of B envs, [T, B, ...].
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from a3c_graph.config import A3CConfig
+from a3c_graph.core.config import A3CConfig
 
 T, B = 5, 3
 OBS_DIM, NUM_ACTIONS = 3, 3
@@ -23,7 +23,7 @@ CONFIG = A3CConfig(rollout_length=T, envs_per_worker=B, hidden_sizes=(6, 5), gam
 
 def hand_made_rollout(seed: int = 0, obs_dim: int = OBS_DIM,
                       num_actions: int = NUM_ACTIONS) -> dict[str, np.ndarray]:
-    """[T, B] fields as a3c_graph.rollout records them, with episode ends mid-rollout:
+    """[T, B] fields as a3c_graph.core.rollout records them, with episode ends mid-rollout:
 
       env 0: terminated at t=1; its next episode ends at t=3 with both flags set
       env 1: truncated (time limit) at t=2, so V(final observation) is bootstrapped

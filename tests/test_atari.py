@@ -19,8 +19,8 @@ from conftest import run_launcher
 pytest.importorskip("ale_py", reason="the atari extra is not installed: "
                                       "pip install -e '.[atari]'")
 
-from a3c_graph.config import resolve_config  # noqa: E402
-from a3c_graph.envs import (  # noqa: E402
+from a3c_graph.core.config import resolve_config  # noqa: E402
+from a3c_graph.core.envs import (  # noqa: E402
     EnvBatch,
     env_info,
     env_options,
@@ -158,7 +158,7 @@ def test_env_batch_steps_uint8_frames():
 
 
 def test_pong_picks_the_atari_preset_and_the_cnn():
-    from a3c_graph.config import resolve_policy
+    from a3c_graph.core.config import resolve_policy
 
     config = resolve_config({"env": PONG})
     assert config.hidden_sizes == (256,) and config.target_return == 18.0

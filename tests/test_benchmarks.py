@@ -23,19 +23,17 @@ import pytest
 from conftest import colored_pixels, run_to_end
 
 REPO = Path(__file__).resolve().parents[1]
-# benchmarks/ is not an installed package (setup.py packages a3c_graph only).
-sys.path.insert(0, str(REPO))
 
 from a3c_graph.cli import UsageError  # noqa: E402
-from a3c_graph.config import A3CConfig  # noqa: E402
+from a3c_graph.core.config import A3CConfig  # noqa: E402
 from a3c_graph.progress import (  # noqa: E402
     ProgressFile,
     read_history,
     read_progress,
     run_totals,
 )
-from benchmarks import run as bench_run  # noqa: E402
-from benchmarks import runtime  # noqa: E402
+from benchmarks.harness import compare as bench_run  # noqa: E402
+from benchmarks.variants import runtime  # noqa: E402
 from tests import ground_truth  # noqa: E402
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -303,7 +301,7 @@ def test_tf2_variants_read_gpus_as_the_launcher_does(monkeypatch, spec, cuda_vis
         monkeypatch.delenv(CUDA_ENV, raising=False)
     else:
         monkeypatch.setenv(CUDA_ENV, cuda_visible_devices)
-    assert runtime.visible_device_entries("benchmarks.tf2_ray", spec) == entries
+    assert runtime.visible_device_entries("benchmarks.variants.tf2_ray", spec) == entries
 
 
 def test_run_stats_stop_with_the_graph_workers_rule(tmp_path):
@@ -348,8 +346,9 @@ def test_a_tf2_workers_budget_runs_on_the_clock_of_its_progress_file():
 
 
 @pytest.mark.parametrize("module", [
-    "benchmarks.tf2_multiprocessing",
-    pytest.param("benchmarks.tf2_ray", marks=pytest.mark.skipif(not HAS_RAY, reason="no ray")),
+    "benchmarks.variants.tf2_multiprocessing",
+    pytest.param("benchmarks.variants.tf2_ray",
+                 marks=pytest.mark.skipif(not HAS_RAY, reason="no ray")),
     "benchmarks.run",
 ])
 def test_parents_never_import_tensorflow(module):
@@ -368,9 +367,9 @@ def test_parents_never_import_tensorflow(module):
     (["--no-such-flag"], "--no-such-flag"),
 ])
 def test_tf2_variant_bad_flags_end_in_one_line(tmp_path, flags, words):
-    result = subprocess.run([sys.executable, "-m", "benchmarks.tf2_multiprocessing", "--logdir",
-                             str(tmp_path / "run"), *flags], cwd=REPO, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-m", "benchmarks.variants.tf2_multiprocessing",
+                             "--logdir", str(tmp_path / "run"), *flags], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], result.stderr
@@ -379,8 +378,8 @@ def test_tf2_variant_bad_flags_end_in_one_line(tmp_path, flags, words):
 
 # --------------------------------------------------------------------------- shared flags
 
-TF2_MODULES = ["benchmarks.tf2_multiprocessing", pytest.param(
-    "benchmarks.tf2_ray", marks=pytest.mark.skipif(not HAS_RAY, reason="no ray"))]
+TF2_MODULES = ["benchmarks.variants.tf2_multiprocessing", pytest.param(
+    "benchmarks.variants.tf2_ray", marks=pytest.mark.skipif(not HAS_RAY, reason="no ray"))]
 
 
 def test_every_shared_flag_is_honoured_or_refused_by_the_tf2_variants():
@@ -461,9 +460,9 @@ def tf2_model_like_the_graphs(config: A3CConfig, rollout: dict):
     logits [T, B, A], V(s_t) [T, B] and V(s_{t+1}) [T, B] on the rollout)."""
     import tensorflow as tf
 
-    from a3c_graph.envs import env_info, env_options
-    from a3c_graph.model import build_network
-    from benchmarks import tf2_common
+    from a3c_graph.core.envs import env_info, env_options
+    from a3c_graph.core.model import build_network
+    from benchmarks.variants import tf2_common
 
     T, B = config.rollout_length, config.envs_per_worker
     info = env_info(config.env, **env_options(config))
@@ -491,8 +490,8 @@ def tf2_model_like_the_graphs(config: A3CConfig, rollout: dict):
 def tf2_gradient_step(model, config: A3CConfig, info, rollout: dict):
     """(clipped gradients, one per variable, loss parts) of one rollout, as a TF2 worker
     computes them (flat, here split back into its variables' shapes)."""
-    from a3c_graph.rollout import rollout_fields
-    from benchmarks import tf2_common
+    from a3c_graph.core.rollout import rollout_fields
+    from benchmarks.variants import tf2_common
 
     fields = rollout_fields(info.obs_shape, info.obs_dtype, *rollout["rewards"].shape)
     weights = tf2_common.FlatWeights(model.variables)
@@ -540,7 +539,7 @@ def test_tf2_network_is_the_graphs_and_its_loss_and_clipped_gradients_the_ground
 
 @needs_ale
 def test_tf2_cnn_network_is_the_graphs_and_its_loss_the_ground_truth():
-    from a3c_graph.config import resolve_config
+    from a3c_graph.core.config import resolve_config
 
     # The atari preset (raw GAE advantages, clipped rewards) with a smaller dense layer;
     # episodes end mid-rollout, so the learner also evaluates final observations.
@@ -556,8 +555,8 @@ def test_tf2_cnn_network_is_the_graphs_and_its_loss_the_ground_truth():
 # --------------------------------------------------------------------------- TF2 worker
 
 def test_a_tf2_worker_honours_actor_threads_and_queue_capacity():
-    from a3c_graph.envs import EnvBatch
-    from benchmarks import tf2_worker
+    from a3c_graph.core.envs import EnvBatch
+    from benchmarks.variants import tf2_worker
 
     config = A3CConfig(actor_threads=2, queue_capacity=3, envs_per_worker=2, rollout_length=5,
                        seed=7)
@@ -590,7 +589,7 @@ def test_a_tf2_worker_honours_actor_threads_and_queue_capacity():
 
 
 def test_flat_weights_read_and_assign_every_variable_in_order():
-    from benchmarks import tf2_common
+    from benchmarks.variants import tf2_common
 
     model = tf2_common.build_model(*_cartpole_info_and_config())
     weights = tf2_common.FlatWeights(model.variables)
@@ -603,7 +602,7 @@ def test_flat_weights_read_and_assign_every_variable_in_order():
 
 
 def test_the_parameter_holder_returns_the_weights_after_each_update():
-    from benchmarks import tf2_common
+    from benchmarks.variants import tf2_common
 
     info, config = _cartpole_info_and_config()
     holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
@@ -620,7 +619,7 @@ def test_the_parameter_holder_returns_the_weights_after_each_update():
 
 
 def _cartpole_info_and_config():
-    from a3c_graph.envs import env_info
+    from a3c_graph.core.envs import env_info
 
     config = A3CConfig(hidden_sizes=(8, 6), anneal_learning_rate=False, adam_epsilon=1e-8,
                        target_return=195.0)
@@ -716,7 +715,7 @@ def test_harness_smoke_run(tmp_path, variant):
 def test_the_ps_strategy_probe_finds_python_steps_run_in_the_coordinator():
     # What the README says of TF2's ParameterServerStrategy: if a TF release lets a worker
     # run a numpy_function of its own, this fails and the README's answer is out of date.
-    result = run_to_end([sys.executable, "-m", "benchmarks.ps_strategy_probe"], cwd=REPO,
+    result = run_to_end([sys.executable, "-m", "benchmarks.probes.ps_strategy"], cwd=REPO,
                         timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     answers = dict(line.strip().split(": ", 1) for line in result.stdout.splitlines()

@@ -1,9 +1,9 @@
 """Log dirs that hold a different run, and damaged checkpoints: refused in one line (exit 2)
 before anything is written or started, or skipped for an intact older checkpoint.
 
-The checkpoints are the chief's: agent.build_worker_graph is built (once per network) for
+The checkpoints are the chief's: worker_graph.build_worker_graph is built (once per network) for
 the names, shapes and dtypes of every variable its Saver saves, and a graph of plain
-variables with exactly those is saved with agent.py's Saver settings. (The worker graph
+variables with exactly those is saved with worker_graph.py's Saver settings. (The worker graph
 itself only runs against a real cluster: its globals are pinned to /job:ps.)
 """
 
@@ -23,12 +23,13 @@ import pytest
 import tensorflow as tf
 from conftest import run_to_end
 
-from a3c_graph import checkpoints, evaluate, launch
-from a3c_graph.agent import build_worker_graph
+from a3c_graph import checkpoints, evaluate
 from a3c_graph.checkpoints import CheckpointError
-from a3c_graph.cluster import TaskSpec
-from a3c_graph.config import A3CConfig
-from a3c_graph.envs import EnvBatch, env_info
+from a3c_graph.core.config import A3CConfig
+from a3c_graph.core.envs import EnvBatch, env_info
+from a3c_graph.distributed.cluster import TaskSpec
+from a3c_graph.distributed.worker_graph import build_worker_graph
+from a3c_graph.launcher import commands
 from a3c_graph.progress import write_json_atomic
 
 tf1 = tf.compat.v1
@@ -62,7 +63,7 @@ def worker_saver(hidden_sizes=(64, 64), policy="auto", workers=1):
 
 def clone_graph(specs):
     """A graph of plain variables with the names, shapes and dtypes of `specs`, and a Saver
-    with agent.py's settings: (graph, saver, {name: variable})."""
+    with worker_graph.py's settings: (graph, saver, {name: variable})."""
     graph = tf.Graph()
     with graph.as_default():
         variables = {name: tf1.get_variable(name, spec.shape, tf.as_dtype(spec.dtype),
@@ -388,7 +389,7 @@ def test_the_launcher_refuses_a_logdir_it_cannot_go_on_from(tmp_path, capsys, ca
     if spoil:
         spoil(logdir)
     before = listing(logdir)
-    assert launch.main(["start", "--dry-run", "--logdir", str(logdir), *flags]) == 2
+    assert commands.main(["start", "--dry-run", "--logdir", str(logdir), *flags]) == 2
     assert re.search(expected, one_error_line(capsys, "launch_cluster: error: "))
     assert listing(logdir) == before
 
@@ -397,7 +398,7 @@ def test_the_launcher_accepts_a_logdir_of_the_same_network(tmp_path, capsys):
     logdir = tmp_path / "run"
     write_run(logdir)
     # --policy mlp is what auto resolves to for CartPole; the learning rate is no network flag.
-    assert launch.main(["start", "--dry-run", "--logdir", str(logdir), "--policy", "mlp",
+    assert commands.main(["start", "--dry-run", "--logdir", str(logdir), "--policy", "mlp",
                         "--learning-rate", "0.01"]) == 0
     assert "--policy=mlp" in capsys.readouterr().out
 

@@ -1,4 +1,4 @@
-"""Tests for a3c_graph.cluster: every ClusterSpec source, its errors, ports and ConfigProtos."""
+"""distributed.cluster: every ClusterSpec source, its errors, ports and ConfigProtos."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import socket
 import portpicker
 import pytest
 
-from a3c_graph.cluster import (
+from a3c_graph.distributed.cluster import (
     ClusterError,
     TaskSpec,
     check_port_free,

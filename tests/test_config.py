@@ -1,4 +1,4 @@
-"""Tests for the dataclass-driven command line in a3c_graph.config."""
+"""Tests for the dataclass-driven command line in a3c_graph.core.config."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from a3c_graph.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
+from a3c_graph.core.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
 
 
 def parse(argv: list[str]) -> A3CConfig:

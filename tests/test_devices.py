@@ -358,10 +358,10 @@ def traced_train_step(cluster: dict, worker_device: str | None) -> dict:
     `worker_device` (None: the plan's), runs one rollout and one update, traced."""
     import tensorflow as tf
 
-    from a3c_graph.agent import build_worker_graph
-    from a3c_graph.cluster import TaskSpec, session_config
-    from a3c_graph.config import A3CConfig
-    from a3c_graph.envs import EnvBatch, env_info
+    from a3c_graph.core.config import A3CConfig
+    from a3c_graph.core.envs import EnvBatch, env_info
+    from a3c_graph.distributed.cluster import TaskSpec, session_config
+    from a3c_graph.distributed.worker_graph import build_worker_graph
     from tests.cluster_child import start_servers
 
     tf1 = tf.compat.v1

@@ -1,4 +1,4 @@
-"""Tests for a3c_graph.envs: env ids a run can use, and the batch of envs an actor steps."""
+"""Tests for a3c_graph.core.envs: env ids a run can use, and the batch of envs an actor steps."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from a3c_graph.envs import EnvBatch, EnvError, env_info
+from a3c_graph.core.envs import EnvBatch, EnvError, env_info
 
 SHORT_ENV_ID = "A3CTestCartPoleShort-v0"
 SHORT_STEPS = 5

@@ -22,9 +22,9 @@ def write_run(logdir: Path) -> None:
     """A run dir evaluate.py can read: config.json and a checkpoint of an untrained network."""
     import tensorflow as tf
 
-    from a3c_graph.config import A3CConfig
-    from a3c_graph.envs import env_info
-    from a3c_graph.model import build_network
+    from a3c_graph.core.config import A3CConfig
+    from a3c_graph.core.envs import env_info
+    from a3c_graph.core.model import build_network
 
     config = A3CConfig(hidden_sizes=(8,))
     info = env_info(config.env)

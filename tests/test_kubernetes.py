@@ -17,10 +17,11 @@ from pathlib import Path
 
 import yaml
 
-from a3c_graph import launch, worker
-from a3c_graph.cluster import non_loopback_hosts, resolve_task
-from a3c_graph.config import config_from_args
-from a3c_graph.plan import resolve_cluster
+from a3c_graph.core.config import config_from_args
+from a3c_graph.distributed import task_runner
+from a3c_graph.distributed.cluster import non_loopback_hosts, resolve_task
+from a3c_graph.launcher import commands
+from a3c_graph.launcher.plan import resolve_cluster
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / "deploy" / "kubernetes" / "tfjob.yaml"
@@ -66,7 +67,7 @@ def container_args(replica_spec: dict):
     container = tensorflow_container(replica_spec)
     command = [*container.get("command", []), *container.get("args", [])]
     assert command[:3] == ["python", "-m", "a3c_graph.worker"], command
-    return worker.parse_args(command[3:])
+    return task_runner.parse_args(command[3:])
 
 
 def replica_specs() -> dict[str, dict]:
@@ -91,7 +92,7 @@ def test_every_replica_resolves_the_same_cluster_and_its_own_task():
         assert (spec.job, spec.task) == (job, index)
         chiefs += [spec.address] if spec.is_chief else []
         # scripts/launch_cluster.sh in the pod would start the same one task.
-        launch_args = launch.build_start_parser().parse_args(["--allow-remote"])
+        launch_args = commands.build_start_parser().parse_args(["--allow-remote"])
         cluster, keys, _, _ = resolve_cluster(launch_args, {"TF_CONFIG": tf_config})
         assert (cluster, keys) == (expected, [(job, index)])
     assert chiefs == [f"{name}-worker-0.default.svc:2222"]

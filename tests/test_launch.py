@@ -32,9 +32,9 @@ import psutil
 import pytest
 from conftest import alive
 
-from a3c_graph.pids import read_pid_files
+from a3c_graph.launcher.processes import read_pid_files
+from a3c_graph.launcher.supervisor import PROGRESS_LINE_SECS
 from a3c_graph.progress import read_history
-from a3c_graph.supervisor import PROGRESS_LINE_SECS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "launch_cluster.sh"
@@ -298,7 +298,7 @@ def test_a_logdir_where_no_directory_can_be_made_is_a_usage_error(logdir, tmp_pa
 # one of these clusters through, the test fails instead of starting thousands of TF processes.
 GUARDED_LAUNCHER = textwrap.dedent('''
     import sys
-    import a3c_graph.launch as launch
+    import a3c_graph.launcher.commands as launch
 
     def start(plan):
         sys.exit(f"guard: the launcher would have started {len(plan.tasks)} tasks")
@@ -492,7 +492,7 @@ def fake_launcher(tmp_path):
 
     def start(mode: str, *args: str) -> tuple[subprocess.Popen, Path]:
         logdir = tmp_path / f"run_{mode}"
-        code = ("import sys, a3c_graph.launch as launch, a3c_graph.pids as pids; "
+        code = ("import sys, a3c_graph.launch as launch, a3c_graph.launcher.processes as pids; "
                 "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
         env = launcher_env(FAKE_MODE=mode,
                            PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))

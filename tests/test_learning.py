@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import colored_pixels
 
-from benchmarks import learning
-from benchmarks.learning import TASKS, Curve, judge, median_curve
+from benchmarks.suites import learning
+from benchmarks.suites.learning import TASKS, Curve, judge, median_curve
 
 REPO = Path(__file__).resolve().parents[1]
 

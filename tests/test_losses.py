@@ -1,4 +1,4 @@
-"""Tests for a3c_graph.losses.
+"""Tests for a3c_graph.core.losses.
 
 Advantages are checked against deliberately slow NumPy ground truths written in the forward
 view of the definitions (sum discounted rewards until the episode or the rollout ends, then
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from a3c_graph import losses
+from a3c_graph.core import losses
 from tests.ground_truth import gae as reference_gae
 
 

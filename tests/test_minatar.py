@@ -21,8 +21,8 @@ from conftest import run_launcher
 pytest.importorskip("minatar", reason="minatar is not installed: "
                                       "pip install --no-deps minatar==1.0.15")
 
-from a3c_graph.config import config_to_argv, resolve_config, resolve_policy  # noqa: E402
-from a3c_graph.envs import EnvBatch, env_info, make_env  # noqa: E402
+from a3c_graph.core.config import config_to_argv, resolve_config, resolve_policy  # noqa: E402
+from a3c_graph.core.envs import EnvBatch, env_info, make_env  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BREAKOUT = "MinAtar/Breakout-v1"
@@ -108,7 +108,7 @@ def test_minatar_ids_pick_the_minatar_preset_and_its_small_cnn():
 def test_the_minatar_cnn_has_one_3x3_convolution_of_16_filters_then_128_units():
     import tensorflow as tf
 
-    from a3c_graph.model import build_network
+    from a3c_graph.core.model import build_network
 
     config = resolve_config({"env": BREAKOUT})
     with tf.Graph().as_default():

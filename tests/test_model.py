@@ -1,4 +1,4 @@
-"""The networks of a3c_graph.model: their outputs against the NumPy forward passes of
+"""The networks of a3c_graph.core.model: their outputs against the NumPy forward passes of
 tests/ground_truth.py (uint8, bool and float images of shapes that are not square, so the
 [0, 1] scaling and the move of the channels last show), output shapes, the LSTM's state
 resets, the learner's replay of a rollout, and the state an actor carries from rollout to
@@ -21,9 +21,9 @@ import pytest
 import tensorflow as tf
 from conftest import run_launcher
 
-from a3c_graph.config import resolve_config
-from a3c_graph.envs import EnvBatch
-from a3c_graph.model import (
+from a3c_graph.core.config import resolve_config
+from a3c_graph.core.envs import EnvBatch
+from a3c_graph.core.model import (
     ActorCriticCNN,
     ActorCriticLSTM,
     ActorCriticMLP,
@@ -31,7 +31,7 @@ from a3c_graph.model import (
     reset_state,
     values_of_next_obs,
 )
-from a3c_graph.rollout import build_rollout
+from a3c_graph.core.rollout import build_rollout
 from tests import ground_truth
 
 tf1 = tf.compat.v1
@@ -421,7 +421,7 @@ PAIRED_NETWORKS = [
 @pytest.mark.parametrize("policy, obs_shape, settings", PAIRED_NETWORKS,
                          ids=["mlp", "cnn", "lstm-mlp", "lstm-cnn"])
 def test_local_and_global_variables_pair_up_by_name_in_order(policy, obs_shape, settings):
-    from a3c_graph.model import assign_op
+    from a3c_graph.core.model import assign_op
 
     config = resolve_config({"policy": policy, **settings})
     global_net = build_network(obs_shape, 3, config, "global")

@@ -39,7 +39,7 @@ import psutil
 import pytest
 from conftest import alive, checkpoint_step
 
-from a3c_graph.pids import read_pid_files
+from a3c_graph.launcher.processes import read_pid_files
 from a3c_graph.progress import read_progress
 
 pytestmark = pytest.mark.e2e

@@ -15,15 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from a3c_graph import memory
 from a3c_graph.cli import UsageError
-from a3c_graph.config import A3CConfig
-from a3c_graph.plan import (
+from a3c_graph.core.config import A3CConfig
+from a3c_graph.launcher import resources
+from a3c_graph.launcher.plan import (
     LOCAL_SOURCE,
-    PACKAGE_ROOT,
     TaskPlan,
     check_logdir_writable,
-    child_env_overrides,
     command_line,
     describe_target,
     memory_problem,
@@ -39,8 +37,8 @@ CLUSTER = {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:222
 # --------------------------------------------------------------------------- memory
 
 def need(workers=2, parameters=10_000, worker_rollouts=0, worker_envs=0, worker_activations=0):
-    network = parameters * memory.PARAMETER_BYTES
-    return memory.MemoryEstimate(ps=1, workers=workers, parameters=parameters,
+    network = parameters * resources.PARAMETER_BYTES
+    return resources.MemoryEstimate(ps=1, workers=workers, parameters=parameters,
                                  ps_network=3 * network, worker_network=2 * network,
                                  worker_rollouts=worker_rollouts, worker_envs=worker_envs,
                                  worker_activations=worker_activations)
@@ -136,13 +134,6 @@ def test_with_tf_config_the_cluster_is_left_to_the_environment(tmp_path):
     argv = task_argv("ps", 0, CLUSTER, tmp_path, A3CConfig(), allow_remote=False,
                      hosts_in_flags=False)
     assert "--ps-hosts" not in argv and "--allow-remote" not in argv
-
-
-def test_tasks_import_this_repository_first():
-    assert child_env_overrides({}) == {"PYTHONPATH": str(PACKAGE_ROOT)}
-    assert child_env_overrides({"PYTHONPATH": "/elsewhere"}) == {
-        "PYTHONPATH": f"{PACKAGE_ROOT}:/elsewhere"}
-    assert child_env_overrides({"PYTHONPATH": f"/elsewhere:{PACKAGE_ROOT}"}) == {}
 
 
 def test_a_command_line_is_one_pasteable_shell_line_environment_first():

@@ -24,12 +24,11 @@ import psutil
 import pytest
 from conftest import colored_pixels, stop_process_tree
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # benchmarks/ is not an installed package
+from benchmarks.ps_capacity import latency_relay, netlab
+from benchmarks.ps_capacity import measure as pc
+from benchmarks.ps_capacity.pusher import COUNTER, count_rpcs, read_counter
 
-from benchmarks import latency_relay, netlab  # noqa: E402
-from benchmarks import ps_capacity as pc  # noqa: E402
-from benchmarks.ps_pusher import COUNTER, count_rpcs, read_counter  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 COLUMNS = pc.TABLE_HEADER.count("|") - 1
 

@@ -1,5 +1,5 @@
 """A ps that nobody stops (Slurm) ends when every worker has left its token, and after a stop
-signal waits for the tokens only a bounded time (a3c_graph/ps_release.py).
+signal waits for the tokens only a bounded time (a3c_graph/distributed/ps_release.py).
 
 One process in a private network holds a real ps server and a real worker server; the ps
 side polls its done queue in a thread while the worker side leaves its token.
@@ -16,8 +16,9 @@ from conftest import REPO, child_env
 SCRIPT = r"""
 import json, threading, time
 import portpicker
-from a3c_graph import ps_release, tf_env
-tf = tf_env.import_tensorflow_quietly()
+from a3c_graph.distributed import ps_release
+from a3c_graph import process_env
+tf = process_env.import_tensorflow_quietly()
 tf.compat.v1.disable_eager_execution()
 tf1 = tf.compat.v1
 ps_port, worker_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()

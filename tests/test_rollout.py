@@ -1,4 +1,4 @@
-"""Rollout alignment: every field of a3c_graph.rollout's spec in the row of the step it records.
+"""Rollout alignment: every field of core.rollout's spec in the row of the step it records.
 
 The env here writes its own state into its observations (which env, which episode, which step
 of it, the last action), and its reward encodes the action and the step, so every row of a
@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from a3c_graph.envs import EnvBatch
-from a3c_graph.rollout import ROLLOUT_KEYS, RolloutRecorder, build_rollout
+from a3c_graph.core.envs import EnvBatch
+from a3c_graph.core.rollout import ROLLOUT_KEYS, RolloutRecorder, build_rollout
 
 tf1 = tf.compat.v1
 
@@ -202,7 +202,7 @@ def test_actions_are_sampled_from_the_policy_and_nan_logits_act_uniformly():
     """sample_actions, the actors' choice: a policy of [0.2, 0.7, 0.1] is followed in
     proportion (not its most likely action every time), and logits made NaN by NaN
     observations give actions spread over the whole action space (never an id outside it)."""
-    from a3c_graph.rollout import sample_actions
+    from a3c_graph.core.rollout import sample_actions
 
     n = 20000
     logits = np.log(np.array([[0.2, 0.7, 0.1]] * n + [[np.nan] * 3] * n, np.float32))

@@ -2,7 +2,7 @@
 
 TF 2.21 listens on every interface whatever host the cluster names, so the launcher runs the
 tasks of a loopback cluster in a private network (a network namespace with only lo,
-a3c_graph/netns.py); anything else takes --allow-remote and prints a warning, and a task
+a3c_graph/launcher/netns.py); anything else takes --allow-remote and prints a warning, and a task
 started by hand on the host network refuses to start without it. The benchmarks run in the
 same kind of private network: Ray's servers listen on every interface too and authenticate
 no one.
@@ -36,7 +36,7 @@ import psutil
 import pytest
 from conftest import nsenter_command, stop_process_tree
 
-from a3c_graph.pids import read_pid_files
+from a3c_graph.launcher.processes import read_pid_files
 from a3c_graph.progress import read_progress, run_totals
 from tests.test_netns import needs_host_network, probe
 
@@ -259,7 +259,7 @@ def test_an_unprivileged_launcher_runs_its_tasks_in_a_private_network_as_the_use
         pytest.skip("no user namespaces for a process without CAP_SYS_ADMIN here")
     (tmp_path / "fake_worker.py").write_text(FAKE_WORKER)
     logdir = tmp_path / "run"
-    code = ("import sys, a3c_graph.launch as launch, a3c_graph.pids as pids; "
+    code = ("import sys, a3c_graph.launch as launch, a3c_graph.launcher.processes as pids; "
             "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
     process = subprocess.Popen(
         [*prefix, sys.executable, "-c", code, "--logdir", str(logdir), "--max-restarts=0"],
@@ -304,7 +304,8 @@ def test_a_ray_benchmark_runs_in_a_private_network_no_one_outside_can_reach(tmp_
     of the run sits in a network with only lo, and none listens on the host's network."""
     logdir = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.tf2_ray", "--workers", "1", "--max-seconds", "120",
+        [sys.executable, "-m", "benchmarks.variants.tf2_ray", "--workers", "1",
+         "--max-seconds", "120",
          "--logdir", str(logdir), *FAST], cwd=REPO, env=env_without_tf_config(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -346,15 +347,15 @@ def test_a_ray_benchmark_runs_in_a_private_network_no_one_outside_can_reach(tmp_
 
 
 @pytest.mark.parametrize("module, flags", [
-    ("benchmarks.tf2_ray", ["--logdir"]),
-    ("benchmarks.tf2_multiprocessing", ["--logdir"]),
+    ("benchmarks.variants.tf2_ray", ["--logdir"]),
+    ("benchmarks.variants.tf2_multiprocessing", ["--logdir"]),
     ("benchmarks.run", ["--out"]),
     ("benchmarks.soak", ["--out"]),
     ("benchmarks.step_cost", []),
 ])
 def test_when_the_kernel_refuses_a_namespace_a_benchmark_says_so_and_starts_nothing(
         tmp_path, module, flags):
-    if module == "benchmarks.tf2_ray" and not HAS_RAY:
+    if module == "benchmarks.variants.tf2_ray" and not HAS_RAY:
         pytest.skip("ray is not installed")
     out = tmp_path / "out"
     result = run([*in_user_namespace_without_namespaces(), sys.executable, "-m", module,

@@ -12,8 +12,8 @@ import socket
 
 import pytest
 
-from a3c_graph import sessions
-from a3c_graph.cluster import TaskSpec
+from a3c_graph.distributed import sessions
+from a3c_graph.distributed.cluster import TaskSpec
 
 
 def spec_with_ps(address: str) -> TaskSpec:

@@ -19,11 +19,12 @@ from pathlib import Path
 import portpicker
 import pytest
 
-from a3c_graph import launch, slurm_job, worker
 from a3c_graph.cli import UsageError
-from a3c_graph.cluster import SLURM_DEFAULT_PORT, ClusterError, resolve_task
-from a3c_graph.config import config_from_args
-from a3c_graph.plan import (
+from a3c_graph.core.config import config_from_args
+from a3c_graph.distributed import task_runner
+from a3c_graph.distributed.cluster import SLURM_DEFAULT_PORT, ClusterError, resolve_task
+from a3c_graph.launcher import commands, slurm_job
+from a3c_graph.launcher.plan import (
     SLURM_SOURCE,
     plan_start,
     resolve_cluster,
@@ -237,7 +238,7 @@ def test_worker_needs_allow_remote_for_the_nodes_addresses(slurm, tmp_path):
 # --------------------------------------------------------------------------- the launcher
 
 def start_args(*argv: str):
-    return launch.build_start_parser().parse_args(list(argv))
+    return commands.build_start_parser().parse_args(list(argv))
 
 
 def test_each_launcher_starts_the_task_of_its_rank(slurm, tmp_path):
@@ -254,7 +255,7 @@ def test_each_launcher_starts_the_task_of_its_rank(slurm, tmp_path):
     # srun gives every launcher the same --logdir: each keeps its run in its own directory.
     assert plan.logdir == tmp_path / "run" / "worker_1"
     # The task gets the resolved cluster spelled out: the flags a task started by hand takes.
-    task_args = worker.parse_args(list(task.argv[3:]))
+    task_args = task_runner.parse_args(list(task.argv[3:]))
     assert task_args.ps_hosts == ",".join(plan.cluster["ps"])
     assert task_args.worker_hosts == ",".join(plan.cluster["worker"])
     assert (task_args.job, task_args.task, task_args.allow_remote) == ("worker", 1, True)
@@ -281,7 +282,7 @@ def test_launcher_port_without_slurm_and_background_with_it(slurm):
     with pytest.raises(UsageError, match="--port goes with --cluster slurm"):
         resolve_cluster(start_args("--port", "3000"), os.environ)
     with pytest.raises(UsageError, match="--background does not go with --cluster slurm"):
-        launch.cmd_start(["--cluster", "slurm", "--background", "--allow-remote"])
+        commands.cmd_start(["--cluster", "slurm", "--background", "--allow-remote"])
 
 
 # --------------------------------------------------------------------------- the sbatch example
@@ -302,7 +303,7 @@ def test_the_sbatch_example_runs_the_worker_with_flags_it_accepts():
     command = srun_command()
     module = command.index("-m")
     assert command[module + 1] == "a3c_graph.worker"
-    args = worker.parse_args(command[module + 2:])
+    args = task_runner.parse_args(command[module + 2:])
     config_from_args(args)  # every A3C flag valid
     assert args.cluster == "slurm" and args.allow_remote and args.logdir
     assert "--distribution=block" in command[:module]  # what the resolver assumes
@@ -317,7 +318,7 @@ def test_the_sbatch_example_allocation_gives_every_task_its_place(slurm):
     step = Step(f"node[1-{nodes}]", f"{per_node}(x{nodes})",
                 tuple((f"node{i + 1}", per_node) for i in range(nodes)))
     command = srun_command()
-    args = worker.parse_args(command[command.index("-m") + 2:])
+    args = task_runner.parse_args(command[command.index("-m") + 2:])
     roles, clusters = [], []
     for rank in range(step.num_tasks):
         slurm.task(rank, step)

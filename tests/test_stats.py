@@ -1,4 +1,4 @@
-"""The cluster's episode statistics (a3c_graph.stats): the solved rule, and EpisodeStats'
+"""The cluster's episode statistics (a3c_graph.core.stats): the solved rule, and EpisodeStats'
 counters as the ps keeps them, here in a graph of one process.
 
 Two workers record finished episodes into their own rows; the mean the workers read back
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from a3c_graph.stats import RECENT_EPISODES, EpisodeStats, solved
+from a3c_graph.core.stats import RECENT_EPISODES, EpisodeStats, solved
 
 tf1 = tf.compat.v1
 

@@ -28,11 +28,12 @@ import pytest
 from conftest import REPO, checkpoint_step, child_env, stop_process_tree
 from conftest import stop_run as stop_logged_run
 
-from a3c_graph import plan, storage
+from a3c_graph import storage
 from a3c_graph.checkpoints import read_checkpoint_state
 from a3c_graph.cli import UsageError
-from a3c_graph.config import A3CConfig
-from a3c_graph.pids import read_pid_files
+from a3c_graph.core.config import A3CConfig
+from a3c_graph.launcher import plan
+from a3c_graph.launcher.processes import read_pid_files
 from a3c_graph.progress import read_progress, write_atomic
 
 LOGDIR = "/runs/a"
@@ -191,7 +192,7 @@ def test_a_log_dir_without_room_for_one_checkpoint_is_refused(tmp_path, monkeypa
 # network, with --allow-remote), then run_worker raises `FAULT`.
 FAILING_WORKER = textwrap.dedent('''
     import errno, os, sys
-    from a3c_graph import worker
+    from a3c_graph.distributed import task_runner
 
     def run_worker(spec, config, args, *rest):
         import tensorflow as tf
@@ -199,8 +200,8 @@ FAILING_WORKER = textwrap.dedent('''
         open(path, "w").close()  # what a failed save leaves
         raise {fault}
 
-    worker.run_worker = run_worker
-    sys.exit(worker.main(sys.argv[1:]))
+    task_runner.run_worker = run_worker
+    sys.exit(task_runner.main(sys.argv[1:]))
 ''')
 
 
@@ -232,8 +233,8 @@ def test_a_worker_that_cannot_write_its_log_dir_exits_74_in_one_line(fault, word
 # The launcher whose first write into the log dir (its pid file) finds the disk full.
 LAUNCHER_ON_A_FULL_DISK = textwrap.dedent('''
     import errno, os, sys
-    import a3c_graph.launch as launch
-    from a3c_graph.supervisor import Supervisor
+    import a3c_graph.launcher.commands as launch
+    from a3c_graph.launcher.supervisor import Supervisor
 
     def prepare_logdir(self):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC),

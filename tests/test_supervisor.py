@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from a3c_graph.progress import Totals
-from a3c_graph.supervisor import (
+from a3c_graph.launcher.supervisor import (
     HEALTHY_SECS,
     RESTART_BACKOFF_SECS,
     RunVerdict,
@@ -22,6 +21,7 @@ from a3c_graph.supervisor import (
     run_verdict,
     task_error,
 )
+from a3c_graph.progress import Totals
 
 SHORT = 5.0  # seconds a process ran before it crashed: not healthy
 
@@ -110,7 +110,7 @@ def test_only_a_run_whose_workers_all_stopped_by_themselves_succeeds(exits, trai
 TRACEBACK = """\
 2026-11-23 12:00:00.1 I tensorflow/core/... Started server with target: grpc://localhost:1
 Traceback (most recent call last):
-  File "a3c_graph/worker.py", line 640, in <module>
+  File "a3c_graph/distributed/task_runner.py", line 640, in <module>
     exit_code = main()
                 ^^^^^^
   File "tests/faulty_env.py", line 54, in reset

@@ -11,7 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.netlab import Lab
+from benchmarks.ps_capacity.netlab import Lab
 
 LOGIN = "ctl"
 NODES = ("node1", "node2")

@@ -9,7 +9,7 @@ the time limit, scancel, requeue) cannot be seen with SLURM_* variables set by h
 daemons are Debian's (slurm-wlm 22.05, munge), installed here with apt-get when missing.
 
 Hosts: with two nodes each node is a host of its own, as on a real cluster: a network
-namespace with one link to a private bridge (benchmarks/netlab.py, the project's network
+namespace with one link to a private bridge (benchmarks/ps_capacity/netlab.py, the project's network
 lab) and a UTS namespace with its own hostname (node1, node2), so a job spans two hosts with
 two addresses and its tasks are reachable on that bridge only. A third host, ctl, runs
 munged, slurmctld, slurmdbd and MariaDB (slurmdbd's database: in Slurm 22.05 sacct reads
@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 from cluster_files import (  # noqa: E402
     LOGIN,
@@ -53,7 +52,7 @@ from cluster_files import (  # noqa: E402
     slurmdbd_conf,
 )
 
-from benchmarks.netlab import Lab, NetworkError  # noqa: E402
+from benchmarks.ps_capacity.netlab import Lab, NetworkError  # noqa: E402
 
 PROG = "local_cluster"
 DEFAULT_DIR = os.path.join(os.environ.get("TMPDIR", "/tmp"), "a3c_graph-slurm")

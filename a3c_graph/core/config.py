@@ -1,0 +1,368 @@
+"""Hyperparameters and run settings: one frozen dataclass that is the defaults, the docs
+and the command line at once.
+
+Every field becomes a ``--flag-name`` (underscores become dashes); the field's docstring
+(the ``help`` metadata) is the flag's help text. The worker and the launcher build their
+parsers from the same dataclass, so a flag given to ``launch_cluster.sh`` reaches every
+task unchanged.
+
+Presets. The dataclass defaults are the ``cartpole`` preset (classic control: they solve
+CartPole-v1 in well under a minute). ``--preset atari`` (picked automatically for ``ALE/``
+env ids) swaps in the hyperparameters of an Atari run (PRESETS). A preset only fills in
+the fields the user did not set: the parser leaves flags that were not given out of its
+namespace (argparse.SUPPRESS), and `resolve_config` lays the given values over the
+preset's. `config_to_argv` writes the flags that differ from the preset's values, plus
+``--env`` and ``--preset`` themselves, so the tasks a launcher starts resolve the very same
+config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+PRESET_CHOICES = ("auto", "cartpole", "atari", "minatar")
+POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
+
+
+def _f(default: Any, help: str, **kw: Any) -> Any:
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass(frozen=True)
+class A3CConfig:
+    """Everything that shapes a training run. Passed explicitly; never read from globals."""
+
+    env: str = _f("CartPole-v1", "Gymnasium environment id (Discrete action space); ALE/ ids "
+                  "(e.g. ALE/Pong-v5) need the atari extra.")
+    seed: int = _f(0, "Base random seed; task i seeds its envs with seed + 1000 * i.")
+    preset: str = _f("auto", "Hyperparameter preset for the flags not given: cartpole (classic "
+                     "control), atari or minatar; auto picks atari for ALE/ env ids, minatar "
+                     "for MinAtar/ ids, else cartpole.", choices=PRESET_CHOICES)
+
+    # Atari (ALE/ env ids only; the defaults are ALE v5's).
+    repeat_action_probability: float = _f(
+        0.25, "ALE sticky actions: probability that the emulator repeats the previous action "
+        "on each frame (0 turns them off).")
+    full_action_space: bool = _f(False, "ALE: all 18 actions instead of the game's minimal set.")
+    screen_size: int = _f(42, "ALE: observations are grayscale frames of screen_size x "
+                          "screen_size pixels (42 as in universe-starter-agent: a quarter of "
+                          "the convolutions' work of DQN's 84).")
+    frame_stack: int = _f(4, "ALE: the last frame_stack frames make one observation.")
+
+    # Acting.
+    envs_per_worker: int = _f(
+        8, "Envs each actor thread steps as one batch (batched policy inference).")
+    actor_threads: int = _f(1, "QueueRunner actor threads per worker, each with its own envs.")
+    rollout_length: int = _f(32, "T: env steps per rollout (the n in n-step returns).")
+    queue_capacity: int = _f(2, "Rollouts buffered between actors and learner (adds policy lag).")
+
+    # Learning.
+    gamma: float = _f(0.99, "Discount factor.")
+    gae_lambda: float = _f(0.95, "GAE(lambda); 1.0 gives plain n-step bootstrapped returns.")
+    learning_rate: float = _f(3e-3, "Adam learning rate of the optimizers on the ps.")
+    anneal_learning_rate: bool = _f(
+        True, "Anneal the learning rate linearly from --learning-rate to 0 over --max-steps "
+        "env steps of the cluster (Mnih et al. 2016): a policy that has learned the task "
+        "is not walked away from it by full-size steps on noise.")
+    adam_epsilon: float = _f(
+        0.1, "Adam epsilon. Large (as the A3C paper's RMSProp epsilon of 0.1) with raw "
+        "advantages, a step shrinks with the gradient once there is little left to learn; "
+        "a tiny epsilon would scale gradients of noise up to full-size steps.")
+    entropy_coef: float = _f(0.01, "Weight of the entropy bonus.")
+    value_coef: float = _f(0.5, "Weight of the value loss.")
+    grad_clip_norm: float = _f(40.0, "Gradients are clipped to this global norm before applying.")
+    policy: str = _f("auto", "Network: mlp (vector observations), cnn (images), lstm (the mlp "
+                     "or cnn torso, then an LSTM whose state is carried across rollouts); auto "
+                     "picks cnn for image observations, else mlp.", choices=POLICY_CHOICES)
+    hidden_sizes: tuple = _f((64, 64), "Hidden layer widths: of each MLP tower, or the fully "
+                             "connected layers after the cnn's convolutions.", parse=int)
+    conv_filters: tuple = _f((32, 32, 32, 32), "Filters of each 3x3 convolution of the cnn "
+                             "torso, one number per layer.", parse=int)
+    conv_stride: int = _f(2, "Stride of the cnn torso's convolutions.")
+    lstm_size: int = _f(64, "Units of the LSTM of --policy lstm.")
+    normalize_advantages: bool = _f(
+        False, "Normalize advantages per rollout batch (scales noise up to a full-size "
+        "signal once the policy is good).")
+    clip_rewards: bool = _f(False, "Learn from the sign of each reward (-1, 0, 1), as in A3C's "
+                            "Atari runs; episode returns, statistics and the target stay raw "
+                            "game scores.")
+    learn: bool = _f(True, "Learn from the rollouts; false only acts: the learner counts each "
+                     "rollout and drops it (the acting ceiling benchmarks.run --ceiling "
+                     "measures).")
+
+    # Budget and stopping.
+    max_steps: int = _f(2_000_000, "Stop after this many env steps across all workers.")
+    max_seconds: float = _f(300.0, "Stop after this many seconds of training, counted by each "
+                            "worker from its first applied update (start-up excluded).")
+    target_return: float | None = _f(
+        None, "Stop when the mean return of the last 100 episodes reaches this "
+        "(default: the env spec's reward_threshold); inf: no target, run to the budget.")
+
+    # Bookkeeping.
+    checkpoint_secs: float = _f(30.0, "Seconds between checkpoints written by the chief.")
+    progress_secs: float = _f(2.0, "Seconds between progress files / summaries per worker.")
+    connect_timeout: float = _f(
+        120.0, "Seconds a task waits for the ps (and a worker for the chief's variables) "
+        "before it gives up with an error.")
+
+    # Session.
+    intra_op_threads: int = _f(1, "TF intra-op threads per task (0 lets TF choose).")
+    inter_op_threads: int = _f(2, "TF inter-op threads per task (0 lets TF choose).")
+
+    def learning_rate_at(self, env_steps: int) -> float:
+        """The learning rate of an update made after `env_steps` env steps of the cluster
+        (the graph computes the same on each worker: worker_graph.learning_rate_now)."""
+        if not self.anneal_learning_rate:
+            return self.learning_rate
+        return self.learning_rate * max(0.0, 1.0 - env_steps / self.max_steps)
+
+    def validate(self) -> None:
+        """Raise ValueError with one clear sentence for a setting no run can use."""
+        positive_ints = ("envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
+                         "max_steps", "lstm_size", "conv_stride", "frame_stack")
+        for name in positive_ints:
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")
+        if self.preset not in PRESET_CHOICES:
+            raise ValueError(f"--preset must be one of {', '.join(PRESET_CHOICES)}, "
+                             f"got {self.preset!r}")
+        if self.policy not in POLICY_CHOICES:
+            raise ValueError(f"--policy must be one of {', '.join(POLICY_CHOICES)}, "
+                             f"got {self.policy!r}")
+        for name in ("gamma", "gae_lambda", "repeat_action_probability"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"--{_flag(name)} must be in [0, 1], got {getattr(self, name)}")
+        for name in ("learning_rate", "grad_clip_norm", "max_seconds", "checkpoint_secs",
+                     "progress_secs", "connect_timeout", "adam_epsilon"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"--{_flag(name)} must be a positive number, got {value}")
+        for name in ("entropy_coef", "value_coef"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"--{_flag(name)} must be a non-negative number, got {value}")
+        if not 8 <= self.screen_size <= 210:
+            raise ValueError(f"--screen-size must be between 8 and 210 pixels, "
+                             f"got {self.screen_size}")
+        if not self.hidden_sizes or any(h < 1 for h in self.hidden_sizes):
+            raise ValueError(f"--hidden-sizes must be positive widths, got {self.hidden_sizes}")
+        if not self.conv_filters or any(f < 1 for f in self.conv_filters):
+            raise ValueError(f"--conv-filters must be positive numbers, got {self.conv_filters}")
+        if self.target_return is not None and (math.isnan(self.target_return)
+                                               or self.target_return == -math.inf):
+            raise ValueError(f"--target-return must be a number (or inf: no target), got "
+                             f"{self.target_return}")
+        for name in ("intra_op_threads", "inter_op_threads"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"--{_flag(name)} must be 0 or more, got {getattr(self, name)}")
+
+
+# What each preset changes from the dataclass defaults (which are the cartpole preset).
+# cartpole: raw advantages, Adam epsilon 0.1 and lr 3e-3, annealed, keep a solved CartPole
+# policy solved (2M-step runs past the target, docs/learning.md); with normalized advantages
+# and epsilon 1e-5 every seed measured fell far below 400 after reaching 475, and at lr 4e-3
+# one seed of five fell to 181 just after it.
+# atari: A3C's Atari settings (Mnih et al. 2016; universe-starter-agent): 20-step rollouts,
+# here with GAE(0.95) (n-step returns, lambda = 1, sat at a mean of -13 on Pong after 36
+# minutes; docs/learning.md), a gradient clip that can trigger on mean losses (0.5: the
+# norm is about 0.3; universe-starter-agent's 40 is on losses summed over 20 steps), raw
+# advantages (Pong's rewards are sparse: normalizing a batch of near-zero advantages would
+# only amplify noise), one 256-unit layer after the convolutions (and a 256-unit LSTM with
+# --policy lstm). Adam at 4e-4: universe-starter-agent's 1e-4 is per update of one env's
+# 20 steps; an update here learns from 4 envs' 20 steps. A budget of 10M agent steps (40M
+# frames, the usual Atari budget), which also sets how fast the learning rate anneals. The
+# entropy bonus stays at 0.01: at 0.0025 the Pong policy collapsed to near-deterministic
+# (entropy 0.01) and back several times and the mean swung between -14 and -18.
+PRESETS: dict[str, dict[str, Any]] = {
+    "cartpole": {},
+    "atari": {
+        "envs_per_worker": 4,
+        "rollout_length": 20,
+        "gae_lambda": 0.95,
+        "learning_rate": 4e-4,
+        "normalize_advantages": False,
+        "adam_epsilon": 1e-5,
+        "hidden_sizes": (256,),
+        "lstm_size": 256,
+        "max_steps": 10_000_000,
+        "grad_clip_norm": 0.5,
+        "max_seconds": 86_400.0,
+        "checkpoint_secs": 120.0,
+        "clip_rewards": True,
+    },
+    # minatar: the small network of the MinAtar paper (Young and Tian 2019: one 3x3
+    # convolution of 16 filters at stride 1, then 128 units) and its budget of 5M frames
+    # (one frame per step). No target: MinAtar is reported as the score at the budget.
+    # An entropy bonus of 0.03: at 0.01 Breakout's policy turned near-deterministic within
+    # 1M frames and stayed at a mean return of 5 (docs/learning.md). 8 envs per worker: twice
+    # the updates per frame of 16 at the same agent steps/s; with 16 every Breakout seed
+    # stalled between 11 and 15 (docs/learning.md).
+    "minatar": {
+        "envs_per_worker": 8,
+        "rollout_length": 20,
+        "learning_rate": 1e-3,
+        "normalize_advantages": False,
+        "adam_epsilon": 1e-5,
+        "entropy_coef": 0.03,
+        "grad_clip_norm": 40.0,
+        "hidden_sizes": (128,),
+        "conv_filters": (16,),
+        "conv_stride": 1,
+        "max_steps": 5_000_000,
+        "max_seconds": 3600.0,
+        "checkpoint_secs": 60.0,
+        "target_return": math.inf,
+    },
+}
+# ALE specs have no reward_threshold: the atari preset's --target-return per game.
+ATARI_TARGET_RETURNS = {"Pong": 18.0}
+
+
+def is_atari(env_id: str) -> bool:
+    """An Arcade Learning Environment id (ALE/Pong-v5): the atari preset, ALE's flags, envs.py's
+    Atari preprocessing. Here, not in envs.py, so that telling needs no gymnasium import."""
+    return env_id.startswith("ALE/")
+
+
+def is_minatar(env_id: str) -> bool:
+    """A MinAtar id (MinAtar/Breakout-v1): the minatar preset and package."""
+    return env_id.startswith("MinAtar/")
+
+
+def resolve_preset(preset: str, env: str) -> str:
+    """The preset `preset` names for `env`: "auto" becomes atari for ALE/ ids, minatar for
+    MinAtar/ ids, else cartpole."""
+    if preset != "auto":
+        return preset
+    if is_atari(env):
+        return "atari"
+    return "minatar" if is_minatar(env) else "cartpole"
+
+
+def preset_values(preset: str, env: str) -> dict[str, Any]:
+    """Every field but env and preset, as the preset (resolved for `env`) sets it."""
+    name = resolve_preset(preset, env)
+    if name not in PRESETS:
+        raise ValueError(f"--preset must be one of {', '.join(PRESET_CHOICES)}, got {preset!r}")
+    values = {f.name: f.default for f in dataclasses.fields(A3CConfig)
+              if f.name not in ("env", "preset")}
+    values.update(PRESETS[name])
+    if name == "atari":
+        game = env.split("/", 1)[-1].split("-", 1)[0]  # "ALE/Pong-v5" -> "Pong"
+        values["target_return"] = ATARI_TARGET_RETURNS.get(game)
+    return values
+
+
+def resolve_config(given: Mapping[str, Any]) -> A3CConfig:
+    """The config of the fields in `given`, every other field from the preset; validated."""
+    defaults = A3CConfig()
+    preset = given.get("preset", defaults.preset)
+    env = given.get("env", defaults.env)
+    config = A3CConfig(**{**preset_values(preset, env), **given})
+    config.validate()
+    return config
+
+
+def resolve_policy(policy: str, obs_shape: Sequence[int]) -> tuple[str, bool]:
+    """(torso, recurrent) of --policy for observations of `obs_shape`.
+
+    Observations of rank 2 or 3 ([H, W] or [C, H, W], e.g. Atari's stacked frames) are
+    images and get the cnn torso under auto and lstm; --policy mlp flattens anything.
+    """
+    image = len(obs_shape) in (2, 3)
+    if policy == "cnn" and not image:
+        raise ValueError(f"--policy cnn needs image observations (rank 2 or 3), got shape "
+                         f"{list(obs_shape)}")
+    if policy == "mlp":
+        return "mlp", False
+    return ("cnn" if image else "mlp"), policy == "lstm"
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _str2bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add one flag per A3CConfig field, defaults and help taken from the dataclass.
+
+    A flag that is not given stays out of the namespace (argparse.SUPPRESS), so
+    config_from_args knows which fields the preset may fill in.
+    """
+    group = parser.add_argument_group("hyperparameters and run settings")
+    for f in dataclasses.fields(A3CConfig):
+        flag = "--" + _flag(f.name)
+        help_text = f.metadata["help"]
+        if f.default is not None:
+            help_text += f" (default: {_show(f.default)})"
+        elif f.name == "target_return":
+            help_text += " [atari preset: " + ", ".join(
+                f"{v:g} for {game}" for game, v in ATARI_TARGET_RETURNS.items()) + "]"
+        for name in ("atari", "minatar"):
+            if f.name in PRESETS[name]:
+                help_text += f" [{name} preset: {_show(PRESETS[name][f.name])}]"
+        kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": help_text}
+        if "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
+        if isinstance(f.default, bool):
+            group.add_argument(flag, type=_str2bool, metavar="BOOL", **kwargs)
+        elif isinstance(f.default, tuple):
+            parse = _tuple_of(f.metadata.get("parse", int))
+            group.add_argument(flag, type=parse, metavar="A,B", **kwargs)
+        elif f.name == "target_return":
+            group.add_argument(flag, type=float, **kwargs)
+        else:
+            group.add_argument(flag, type=type(f.default), **kwargs)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _tuple_of(parse):
+    def convert(text: str) -> tuple:
+        try:
+            return tuple(parse(part) for part in text.split(",") if part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list, got {text!r}") from None
+    return convert
+
+
+def config_from_args(args: argparse.Namespace) -> A3CConfig:
+    """The A3CConfig named by parsed arguments (the flags given, the preset for the rest);
+    raises ValueError if a setting is unusable."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(A3CConfig)
+             if hasattr(args, f.name)}
+    return resolve_config(given)
+
+
+def config_to_argv(config: A3CConfig) -> list[str]:
+    """The flags that reproduce `config` on another command line: --env and --preset when
+    not the defaults, and every other field whose value differs from the preset's."""
+    argv: list[str] = []
+    preset = preset_values(config.preset, config.env)
+    for f in dataclasses.fields(A3CConfig):
+        value = getattr(config, f.name)
+        # None (target_return: "the env's threshold") has no flag; the preset's value stands.
+        if value == preset.get(f.name, f.default) or value is None:
+            continue
+        # One "--flag=value" token: argparse would read a separate "-1e-05" as an option.
+        argv.append(f"--{_flag(f.name)}={_show(value)}")
+    return argv
+

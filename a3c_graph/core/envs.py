@@ -1,0 +1,315 @@
+"""Gymnasium environments: the factory, what an env id offers, and the batch an actor steps.
+
+An actor thread owns one EnvBatch of B envs and steps them together, so one policy
+inference serves B observations. Episodes auto-reset in the same step (Gymnasium's
+SAME_STEP mode), and the true final observation of an ended episode is kept, because a
+truncated episode is bootstrapped from the value of exactly that observation.
+
+Atari (``ALE/`` ids, e.g. ALE/Pong-v5): an actor's batch is ale-py's own vector env
+(Gymnasium's make_vec through the id's registered vector entry point), whose preprocessing
+runs in C++; a single env (evaluation, recording) goes through Gymnasium's own wrappers,
+the ALE env made with frameskip=1 so that AtariPreprocessing does the frame skip. Both give
+the same frames: frame skip 4 with max-pooling of the last two frames, up to 30 no-op
+actions at reset, grayscale, the resize to --screen-size (42x42 by default), and a stack of
+the last --frame-stack (4) frames, zeros before the first. Observations are uint8
+[4, 42, 42] (frames first; the CNN moves them to channels-last inside the graph), and stay
+uint8 through the rollout queue. Sticky actions (repeat_action_probability 0.25), the
+minimal action set and the episode limit of 108,000 emulator frames (27,000 agent steps)
+are ALE v5's defaults. One agent step is 4 frames.
+
+MinAtar (``MinAtar/`` ids, e.g. MinAtar/Breakout-v1; Young and Tian 2019) comes from the
+`minatar` package, whose envs Gymnasium 1.x only knows after minatar.gym.register_envs()
+(it loads no env plugins by itself). Its protocol is the package's: sticky actions with
+probability 0.1, difficulty ramping, the -v1 ids' minimal action set, one frame per step.
+Observations are bool [10, 10, C] channels-last; they are transposed here to [C, 10, 10]
+so that every image reaches the CNN in the same layout as Atari's stacked frames.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import logging
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from a3c_graph.core.config import is_atari, is_minatar
+
+ATARI_FRAME_SKIP = 4
+ATARI_NOOP_MAX = 30
+
+
+class EnvError(ValueError):
+    """An env id a run cannot use; the message is shown to the user as is."""
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the model and the launcher need to know about an env id."""
+
+    env_id: str
+    obs_shape: tuple
+    obs_dtype: np.dtype
+    num_actions: int
+    reward_threshold: float | None
+    max_episode_steps: int | None
+    frame_skip: int = 1  # emulator frames per agent step (4 for Atari)
+
+
+def env_options(config) -> dict:
+    """The make_env keyword arguments an A3CConfig sets (they matter for ALE ids only)."""
+    return {"repeat_action_probability": config.repeat_action_probability,
+            "full_action_space": config.full_action_space,
+            "screen_size": config.screen_size, "frame_stack": config.frame_stack}
+
+
+def _register_extras(env_id: str) -> None:
+    if is_atari(env_id):
+        try:
+            import ale_py
+        except ImportError:
+            raise EnvError(
+                f"env {env_id!r} needs the Atari extra: pip install -e '.[atari]'") from None
+        # ALE's banner on stderr would break the one-line error contract of a bad flag.
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+        gym.register_envs(ale_py)
+    elif is_minatar(env_id):
+        _register_minatar()
+
+
+def _register_minatar() -> None:
+    if "MinAtar/Breakout-v1" in gym.registry:
+        return
+    # minatar's own modules log a warning when seaborn (needed only to render) is missing;
+    # the warning on stderr would break the one-line error contract of a bad flag.
+    logging.disable(logging.WARNING)
+    try:
+        import minatar.gym
+    except ImportError:
+        raise EnvError("MinAtar envs need the minatar package: pip install --no-deps "
+                       "minatar==1.0.15 (make train and make test install it)") from None
+    finally:
+        logging.disable(logging.NOTSET)
+    minatar.gym.register_envs()
+
+
+def _spec(env_id: str):
+    """The registered spec of `env_id`; "package.module:EnvId" imports the module first,
+    as gym.make does, so envs registered by a user's own package work too."""
+    _register_extras(env_id)
+    if ":" in env_id:
+        module, _, env_id = env_id.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise EnvError(f"cannot import module {module!r} of env id "
+                           f"'{module}:{env_id}': {error}") from None
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as error:
+        text = str(error).strip()
+        first_line = text.splitlines()[0] if text else type(error).__name__
+        raise EnvError(f"unknown env id {env_id!r}: {first_line}") from None
+
+
+def make_env(env_id: str, render_mode: str | None = None, *,
+             repeat_action_probability: float = 0.25, full_action_space: bool = False,
+             screen_size: int = 42, frame_stack: int = 4,
+             noop_max: int = ATARI_NOOP_MAX) -> gym.Env:
+    """One env of `env_id`, with the observation and action spaces checked.
+
+    For ALE ids: Gymnasium's Atari preprocessing and frame stack (see the module docstring);
+    the keyword arguments are ALE's and are ignored for other envs.
+    """
+    _spec(env_id)
+    if is_atari(env_id):
+        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+        env = gym.make(env_id, render_mode=render_mode, frameskip=1,
+                       repeat_action_probability=repeat_action_probability,
+                       full_action_space=full_action_space)
+        env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=ATARI_FRAME_SKIP,
+                                 screen_size=screen_size, terminal_on_life_loss=False,
+                                 grayscale_obs=True, scale_obs=False)
+        # Zero frames before the first, as ale-py's vector env pads (make_atari_vector_env).
+        env = FrameStackObservation(env, frame_stack, padding_type="zero")
+    elif is_minatar(env_id):
+        # minatar renders rgb frames through seaborn, which it does not install: MinAtarFrames.
+        env = gym.make(env_id)
+        height, width, channels = env.observation_space.shape
+        env = gym.wrappers.TransformObservation(
+            env, lambda obs: np.ascontiguousarray(np.moveaxis(obs, -1, 0)),
+            gym.spaces.Box(0, 1, (channels, height, width), bool))
+        if render_mode == "rgb_array":
+            env = MinAtarFrames(env)
+    else:
+        env = gym.make(env_id, render_mode=render_mode)
+    _check_spaces(env_id, env)
+    return env
+
+
+class MinAtarFrames(gym.Wrapper):
+    """rgb_array frames of a MinAtar board: each of the C object channels in its own colour
+    (a later channel over an earlier one), each cell a MINATAR_CELL-pixel square."""
+
+    MINATAR_CELL = 16
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.metadata = {**env.metadata, "render_fps": 15}
+        self._obs = None
+        channels = env.observation_space.shape[0]
+        hues = np.linspace(0.0, 1.0, channels, endpoint=False)
+        # An evenly spaced, bright colour per channel (no plotting library needed).
+        self._colours = np.stack([128 + 127 * np.cos(2 * np.pi * (hues + k / 3))
+                                  for k in range(3)], axis=1).astype(np.uint8)
+
+    @property
+    def render_mode(self) -> str:
+        return "rgb_array"
+
+    def reset(self, **kwargs):
+        self._obs, info = self.env.reset(**kwargs)
+        return self._obs, info
+
+    def step(self, action):
+        result = self.env.step(action)
+        self._obs = result[0]
+        return result
+
+    def render(self):
+        board = np.zeros((*self._obs.shape[1:], 3), np.uint8)
+        for channel, colour in zip(self._obs, self._colours):
+            board[channel] = colour
+        return board.repeat(self.MINATAR_CELL, axis=0).repeat(self.MINATAR_CELL, axis=1)
+
+
+def _check_spaces(env_id: str, env: gym.Env) -> None:
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        env.close()
+        raise EnvError(f"env {env_id!r} has a {type(env.action_space).__name__} action space; "
+                       "A3C here needs a Discrete one")
+    if not isinstance(env.observation_space, gym.spaces.Box):
+        env.close()
+        raise EnvError(f"env {env_id!r} has a {type(env.observation_space).__name__} observation "
+                       "space; a Box is needed")
+
+
+@functools.cache
+def env_info(env_id: str, **options) -> EnvInfo:
+    """Shapes and thresholds of `env_id` (made with make_env's `options`); EnvError for an
+    unknown or unsuitable id."""
+    spec = _spec(env_id)
+    # One frame, and the stack's shape worked out: a stack of --frame-stack frames would be
+    # allocated here, the launcher's own memory, before the estimate could refuse it.
+    frame_stack = options.get("frame_stack", 4) if is_atari(env_id) else None
+    env = make_env(env_id, **{**options, "frame_stack": 1} if frame_stack else options)
+    obs_shape = tuple(env.observation_space.shape)
+    try:
+        return EnvInfo(
+            env_id=env_id,
+            obs_shape=(frame_stack, *obs_shape[1:]) if frame_stack else obs_shape,
+            obs_dtype=np.dtype(env.observation_space.dtype),
+            num_actions=int(env.action_space.n),
+            reward_threshold=spec.reward_threshold,
+            max_episode_steps=spec.max_episode_steps,
+            frame_skip=ATARI_FRAME_SKIP if is_atari(env_id) else 1,
+        )
+    finally:
+        env.close()
+
+
+class Transition(NamedTuple):
+    """One step of B envs. All arrays have leading dimension B."""
+
+    next_obs: np.ndarray        # observation to act on next (first of a new episode after done)
+    reward: np.ndarray          # float32
+    terminated: np.ndarray      # bool
+    truncated: np.ndarray       # bool
+    final_obs: np.ndarray       # the true s_{t+1}: the last observation where done, else next_obs
+    episode_return: np.ndarray  # float32, the finished episode's return where done, else 0
+    episode_length: np.ndarray  # int32, the finished episode's length where done, else 0
+
+
+def make_atari_vector_env(env_id: str, num_envs: int, *,
+                          repeat_action_probability: float = 0.25,
+                          full_action_space: bool = False, screen_size: int = 42,
+                          frame_stack: int = 4, noop_max: int = ATARI_NOOP_MAX
+                          ) -> gym.vector.VectorEnv:
+    """`num_envs` envs of an ALE id as ale-py's own vector env (Gymnasium's make_vec through
+    the id's registered vector entry point): the emulator, the frame skip with max-pooling,
+    the no-ops, grayscale, resize and frame stack all run in C++, about 190 us of an agent
+    step less than the same preprocessing in Python wrappers (benchmarks/PERFORMANCE.md).
+
+    Its frames are make_env's exactly: the same ALE v5 protocol, and its resize gives the
+    same pixels as AtariPreprocessing's (tests/test_atari.py compares them step by step);
+    both pad the stack of a new episode with zero frames. No reward clipping, no fire at
+    reset, no end of episode on a lost life: those stay the learner's and ALE v5's business.
+    """
+    return gym.make_vec(
+        env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
+        repeat_action_probability=repeat_action_probability,
+        full_action_space=full_action_space, img_height=screen_size, img_width=screen_size,
+        stack_num=frame_stack, frameskip=ATARI_FRAME_SKIP, noop_max=noop_max,
+        maxpool=True, grayscale=True, episodic_life=False, reward_clipping=False,
+        use_fire_reset=False, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        # One emulator thread per batch: the worker's actor thread waits for it, so a batch
+        # takes one core as the Python wrappers did, and two workers take two.
+        num_threads=1)
+
+
+class EnvBatch:
+    """B envs of one id stepped together; env i is seeded with seed + i.
+
+    options: make_env's keyword arguments (env_options(config)). ALE ids step as ale-py's
+    vector env (make_atari_vector_env), every other id as Gymnasium's SyncVectorEnv of
+    make_env's envs; both auto-reset in the same step.
+    """
+
+    def __init__(self, env_id: str, num_envs: int, seed: int, **options):
+        info = env_info(env_id, **options)
+        self.info = info
+        self.num_envs = num_envs
+        if is_atari(env_id):
+            self._envs = make_atari_vector_env(env_id, num_envs, **options)
+        else:
+            self._envs = gym.vector.SyncVectorEnv(
+                [functools.partial(make_env, env_id, **options) for _ in range(num_envs)],
+                autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+            )
+        self._envs.action_space.seed(seed)
+        obs, _ = self._envs.reset(seed=seed)
+        self._obs = obs.astype(info.obs_dtype, copy=False)
+        self._returns = np.zeros(num_envs, np.float64)
+        self._lengths = np.zeros(num_envs, np.int32)
+
+    def observe(self) -> np.ndarray:
+        """Current observations, [B, *obs_shape]."""
+        return self._obs
+
+    def step(self, actions: np.ndarray) -> Transition:
+        obs, reward, terminated, truncated, infos = self._envs.step(np.asarray(actions))
+        obs = obs.astype(self.info.obs_dtype, copy=False)
+        done = np.logical_or(terminated, truncated)
+        final_obs = obs
+        if done.any():
+            final_obs = obs.copy()
+            # SyncVectorEnv marks the envs it reset in "_final_obs"; ale-py's vector env
+            # gives "final_obs" for the whole batch, meaningful where an episode ended.
+            for i in np.flatnonzero(infos.get("_final_obs", done)):
+                final_obs[i] = infos["final_obs"][i]
+        self._returns += reward
+        self._lengths += 1
+        episode_return = np.where(done, self._returns, 0.0).astype(np.float32)
+        episode_length = np.where(done, self._lengths, 0).astype(np.int32)
+        self._returns[done] = 0.0
+        self._lengths[done] = 0
+        self._obs = obs
+        return Transition(obs, reward.astype(np.float32), terminated.astype(bool),
+                          truncated.astype(bool), final_obs, episode_return, episode_length)
+
+    def close(self) -> None:
+        self._envs.close()

@@ -1,0 +1,359 @@
+"""Actor-critic networks built from tf.compat.v1 variables and plain tf ops (no Keras).
+
+A network object owns its variables; calling it on observations builds the forward pass,
+so one set of variables serves the in-graph rollout, the learner and evaluation.
+N refers to any batch of observations (the rollout's T * B, or B envs stepped together).
+
+Three networks, picked by build_network from --policy and the observation shape:
+  ActorCriticMLP   vector observations: separate tanh policy and value towers
+  ActorCriticCNN   images: 3x3 convolutions with ELU (--conv-filters, --conv-stride: four
+                   of 32 filters at stride 2 for Atari, one of 16 at stride 1 for MinAtar),
+                   then the --hidden-sizes layers, shared by the policy and value heads
+  ActorCriticLSTM  the mlp or cnn torso, then an LSTM; its state is carried by the caller
+                   (recurrent = True: step(obs, state) and unroll(...) instead of __call__)
+Image observations are [C, H, W] (Atari: uint8 [4, 42, 42], the stacked frames first;
+MinAtar: bool [C, 10, 10]); they are cast to float (uint8 scaled by 1/255) and moved to
+channels-last inside the graph.
+
+Nothing here knows where a network lives: copying the globals on the ps into a worker's
+local copy crosses tasks, and that is worker_graph.py's (through transfer.py), so the math imports
+no cluster code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from a3c_graph.core.config import resolve_policy
+
+tf1 = tf.compat.v1
+
+
+def graph_variable(name: str, shape, initializer):
+    """The networks' default variable factory: a float32 tf.compat.v1.get_variable, named by
+    the enclosing variable scope (so a worker's local copy gets its custom getter).
+
+    A variable factory is any callable (name, shape, initializer) -> variable; the TF2
+    benchmark variants pass one that makes eager tf.Variables, and so reuse these classes
+    whole: the same layers, sizes, initializers, variable order and forward pass.
+    """
+    return tf1.get_variable(name, shape, tf.float32, initializer=initializer)
+
+
+def _local_variable_getter(getter, *args, **kwargs):
+    """Variables of a worker's local copy: per-task, never saved, never trained directly."""
+    kwargs["collections"] = [tf1.GraphKeys.LOCAL_VARIABLES]
+    kwargs["trainable"] = False
+    return getter(*args, **kwargs)
+
+
+class ActorCriticMLP:
+    """Separate tanh policy and value towers for vector observations.
+
+    __call__(observations [N, *obs_shape]) -> (logits [N, A], values [N]).
+
+    Orthogonal initialization with a small policy-output gain (0.01) starts the policy
+    near uniform, which keeps early exploration broad (Andrychowicz et al. 2021).
+    """
+
+    recurrent = False
+
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
+                 scope: str, local: bool = False, variable_factory=graph_variable):
+        self.obs_dim = int(math.prod(obs_shape))
+        self.num_actions = num_actions
+        vars_ = _Variables(variable_factory)
+        getter = _local_variable_getter if local else None
+        with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
+            self.scope_name = var_scope.name
+            self.policy_layers = self._tower(vars_, "policy", hidden_sizes, num_actions, 0.01)
+            self.value_layers = self._tower(vars_, "value", hidden_sizes, 1, 1.0)
+
+    def _tower(self, vars_, name, hidden_sizes, out_size, out_gain):
+        layers, in_size = _dense_stack(vars_, f"{name}/", self.obs_dim, hidden_sizes)
+        layers.append(vars_.dense(f"{name}/fc{len(layers)}", in_size, out_size, gain=out_gain))
+        return layers
+
+    @property
+    def variables(self) -> list:
+        """All variables in a fixed order, so a local copy pairs up with its global network."""
+        return [v for layer in self.policy_layers + self.value_layers for v in layer]
+
+    def __call__(self, observations):
+        x = tf.reshape(tf.cast(observations, tf.float32), [-1, self.obs_dim])
+        return self._apply(self.policy_layers, x), self._apply(self.value_layers, x)[:, 0]
+
+    @staticmethod
+    def _apply(layers, x):
+        for i, (weights, biases) in enumerate(layers):
+            x = tf.matmul(x, weights) + biases
+            if i < len(layers) - 1:
+                x = tf.tanh(x)
+        return x
+
+
+CONV_KERNEL = 3
+LSTM_FORGET_BIAS = 1.0  # starts the LSTM remembering (Jozefowicz et al. 2015)
+
+
+class _Variables:
+    """Creates a network's variables with its variable factory and remembers them in
+    creation order. Orthogonal weights (gain sqrt(2) unless given) and zero biases."""
+
+    def __init__(self, factory=graph_variable):
+        self.factory = factory
+        self.created: list = []
+
+    def get(self, name, shape, gain=None, zeros=False):
+        initializer = (tf1.zeros_initializer() if zeros
+                       else tf1.orthogonal_initializer(math.sqrt(2) if gain is None else gain))
+        var = self.factory(name, shape, initializer)
+        self.created.append(var)
+        return var
+
+    def dense(self, name, in_size, out_size, gain=None):
+        return (self.get(f"{name}/weights", [in_size, out_size], gain),
+                self.get(f"{name}/biases", [out_size], zeros=True))
+
+
+def _dense_stack(vars_: _Variables, prefix: str, in_size: int, sizes):
+    """Dense layers fc0, fc1, ... of `sizes` after an input of `in_size`: (layers, out size)."""
+    layers = []
+    for i, size in enumerate(sizes):
+        layers.append(vars_.dense(f"{prefix}fc{i}", in_size, size))
+        in_size = size
+    return layers, in_size
+
+
+def _image_input(observations, obs_shape):
+    """Observations [N, C, H, W] or [N, H, W] -> float [N, H, W, C] (uint8 scaled to [0, 1])."""
+    x = tf.cast(observations, tf.float32)
+    if observations.dtype == tf.uint8:
+        x = x * (1.0 / 255.0)
+    if len(obs_shape) == 2:
+        return x[..., None]
+    return tf.transpose(x, [0, 2, 3, 1])
+
+
+class _CNNTorso:
+    """3x3 ELU convolutions of conv_filters[i] filters at conv_stride (SAME padding), then
+    ELU dense layers: [N, F]."""
+
+    def __init__(self, vars_: _Variables, obs_shape, hidden_sizes,
+                 conv_filters: Sequence[int] = (32, 32, 32, 32), conv_stride: int = 2):
+        self.obs_shape = tuple(obs_shape)
+        self.stride = conv_stride
+        channels = 1 if len(obs_shape) == 2 else obs_shape[0]
+        height, width = obs_shape[-2:]
+        self.convs = []
+        for i, filters in enumerate(conv_filters):
+            kernel = vars_.get(f"conv{i}/kernel", [CONV_KERNEL, CONV_KERNEL, channels, filters])
+            self.convs.append((kernel, vars_.get(f"conv{i}/biases", [filters], zeros=True)))
+            channels = filters
+            height, width = -(-height // conv_stride), -(-width // conv_stride)
+        self.flat_size = height * width * channels
+        self.layers, self.out_size = _dense_stack(vars_, "", self.flat_size, hidden_sizes)
+
+    def __call__(self, observations):
+        x = _image_input(observations, self.obs_shape)
+        for kernel, biases in self.convs:
+            x = tf.nn.elu(tf.nn.conv2d(x, kernel, self.stride, "SAME") + biases)
+        x = tf.reshape(x, [-1, self.flat_size])
+        for weights, biases in self.layers:
+            x = tf.nn.elu(tf.matmul(x, weights) + biases)
+        return x
+
+
+class _MLPTorso:
+    """tanh dense layers on flattened observations: [N, F]."""
+
+    def __init__(self, vars_: _Variables, obs_shape, hidden_sizes):
+        self.obs_dim = int(math.prod(obs_shape))
+        self.layers, self.out_size = _dense_stack(vars_, "", self.obs_dim, hidden_sizes)
+
+    def __call__(self, observations):
+        x = tf.reshape(tf.cast(observations, tf.float32), [-1, self.obs_dim])
+        for weights, biases in self.layers:
+            x = tf.tanh(tf.matmul(x, weights) + biases)
+        return x
+
+
+def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, **conv):
+    with tf1.variable_scope("torso"):
+        if kind == "cnn":
+            return _CNNTorso(vars_, obs_shape, hidden_sizes, **conv)
+        return _MLPTorso(vars_, obs_shape, hidden_sizes)
+
+
+class _Heads:
+    """Policy logits [N, A] and values [N] from features [N, F]."""
+
+    def __init__(self, vars_: _Variables, in_size: int, num_actions: int):
+        # A small policy gain starts the policy near uniform (Andrychowicz et al. 2021).
+        self.policy = vars_.dense("policy", in_size, num_actions, gain=0.01)
+        self.value = vars_.dense("value", in_size, 1, gain=1.0)
+
+    def __call__(self, features):
+        logits = tf.matmul(features, self.policy[0]) + self.policy[1]
+        values = (tf.matmul(features, self.value[0]) + self.value[1])[:, 0]
+        return logits, values
+
+
+class ActorCriticCNN:
+    """Convolutional torso shared by a policy and a value head, for image observations.
+
+    __call__(observations [N, C, H, W] or [N, H, W]) -> (logits [N, A], values [N]).
+    """
+
+    recurrent = False
+
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
+                 scope: str, local: bool = False, variable_factory=graph_variable, **conv):
+        self.num_actions = num_actions
+        vars_ = _Variables(variable_factory)
+        getter = _local_variable_getter if local else None
+        with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
+            self.scope_name = var_scope.name
+            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, **conv)
+            self.heads = _Heads(vars_, self.torso.out_size, num_actions)
+        self.variables = vars_.created
+
+    def __call__(self, observations):
+        return self.heads(self.torso(observations))
+
+
+def lstm_cell(inputs, state, kernel, biases):
+    """One LSTM step: inputs [N, F], state [N, 2, H] (c, h) -> the next state [N, 2, H].
+
+    kernel [F + H, 4H] and biases [4H] hold the input, forget, cell and output gates.
+    """
+    c, h = state[:, 0], state[:, 1]
+    gates = tf.matmul(tf.concat([inputs, h], axis=1), kernel) + biases
+    i, f, g, o = tf.split(gates, 4, axis=1)
+    c = tf.sigmoid(f + LSTM_FORGET_BIAS) * c + tf.sigmoid(i) * tf.tanh(g)
+    h = tf.sigmoid(o) * tf.tanh(c)
+    return tf.stack([c, h], axis=1)
+
+
+def values_of_next_obs(values, done, value_of):
+    """Values [T, B] of the true s_{t+1} of a rollout, reusing the values [T, B] of its s_t.
+
+    Where no episode ended at t, s_{t+1} is the rollout's own observation at t + 1, whose
+    value is values[t + 1] already. Only the last step and the steps where an episode ended
+    (s_{t+1} is then its final observation) need a forward pass: value_of(indices) gets the
+    int64 indices [K, 2] of those (t, b) and returns their values [K]. For a CNN this halves
+    the learner's work compared with one pass over all of s_t and s_{t+1}.
+    """
+    T, B = done.shape.as_list()
+    needed = tf.logical_or(done, tf.equal(tf.range(T), T - 1)[:, None])
+    indices = tf.where(needed)
+    shifted = tf.concat([values[1:], tf.zeros([1, B], values.dtype)], axis=0)
+    return tf.tensor_scatter_nd_update(shifted, indices, value_of(indices))
+
+
+def reset_state(state, done):
+    """state [N, 2, H] with the rows of envs whose episode ended (done [N] bool) zeroed."""
+    return tf.where(done[:, None, None], tf.zeros_like(state), state)
+
+
+class ActorCriticLSTM:
+    """The mlp or cnn torso, an LSTM of `lstm_size` units, then the policy and value heads.
+
+    The caller carries the state [N, 2, H] (c and h) from step to step and zeroes it where
+    an episode ended (reset_state), before acting on the next episode's first observation:
+      step(observations [N, ...], state [N, 2, H]) -> (logits [N, A], values [N], state')
+      unroll(...) replays a whole [T, B] rollout for the learner (see there).
+    """
+
+    recurrent = True
+
+    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
+                 lstm_size: int, torso: str, scope: str, local: bool = False,
+                 variable_factory=graph_variable, **conv):
+        self.num_actions = num_actions
+        self.lstm_size = lstm_size
+        self.state_shape = (2, lstm_size)
+        vars_ = _Variables(variable_factory)
+        getter = _local_variable_getter if local else None
+        with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
+            self.scope_name = var_scope.name
+            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, **conv)
+            self.lstm_kernel = vars_.get("lstm/kernel",
+                                         [self.torso.out_size + lstm_size, 4 * lstm_size], 1.0)
+            self.lstm_biases = vars_.get("lstm/biases", [4 * lstm_size], zeros=True)
+            self.heads = _Heads(vars_, lstm_size, num_actions)
+        self.variables = vars_.created
+
+    def initial_state(self, batch_size):
+        return tf.zeros([batch_size, *self.state_shape], tf.float32)
+
+    def _cell(self, features, state):
+        return lstm_cell(features, state, self.lstm_kernel, self.lstm_biases)
+
+    def step(self, observations, state):
+        next_state = self._cell(self.torso(observations), state)
+        logits, values = self.heads(next_state[:, 1])
+        return logits, values, next_state
+
+    def unroll(self, obs, next_obs, initial_state, done):
+        """The learner's replay of a rollout, from the state it started with.
+
+        obs, next_obs [T, B, ...]: s_t and the true s_{t+1} of a rollout (so next_obs[t] is
+        obs[t + 1] where no episode ended: see values_of_next_obs); initial_state [B, 2, H]: the
+        state the rollout acted on at t = 0; done [T, B]: the episode ended at step t, so
+        the state is zeroed before step t + 1, exactly as while acting.
+        Returns logits [T * B, A] and values [T * B] of s_t, and values [T * B] of s_{t+1}
+        (for an ended episode: its final observation, from the state before the reset).
+        """
+        T, B = done.shape.as_list()
+        # One torso pass over all s_t; only the LSTM runs step by step.
+        features = self.torso(tf.reshape(obs, [T * B, *obs.shape.as_list()[2:]]))
+        step_features = tf.reshape(features, [T, B, -1])
+
+        def step(carry, inputs):
+            state, _ = carry
+            x_t, done_t = inputs
+            after = self._cell(x_t, state)
+            return reset_state(after, done_t), after
+
+        # after_step[t]: the state right after step t, before any reset.
+        _, after_step = tf.scan(step, (step_features, done),
+                                initializer=(initial_state, initial_state))
+        logits, values = self.heads(tf.reshape(after_step[:, :, 1], [T * B, self.lstm_size]))
+
+        def value_of(indices):  # s_{t+1} acted on from the state after step t
+            state = self._cell(self.torso(tf.gather_nd(next_obs, indices)),
+                               tf.gather_nd(after_step, indices))
+            return self.heads(state[:, 1])[1]
+
+        next_values = values_of_next_obs(tf.reshape(values, [T, B]), done, value_of)
+        return logits, values, tf.reshape(next_values, [T * B])
+
+
+def build_network(obs_shape, num_actions, config, scope: str, local: bool = False):
+    """The actor-critic for these observations and config.policy, named `scope`."""
+    torso, recurrent = resolve_policy(config.policy, obs_shape)
+    conv = conv_settings(config) if torso == "cnn" else {}
+    if recurrent:
+        return ActorCriticLSTM(obs_shape, num_actions, config.hidden_sizes, config.lstm_size,
+                               torso, scope, local=local, **conv)
+    if torso == "cnn":
+        return ActorCriticCNN(obs_shape, num_actions, config.hidden_sizes, scope, local=local,
+                              **conv)
+    return ActorCriticMLP(obs_shape, num_actions, config.hidden_sizes, scope, local=local)
+
+
+def conv_settings(config) -> dict:
+    """The cnn torso's keyword arguments an A3CConfig sets."""
+    return {"conv_filters": tuple(config.conv_filters), "conv_stride": config.conv_stride}
+
+
+def assign_op(network, values, name: str):
+    """An op that assigns `values` (one per variable, in network.variables' order) to the
+    variables of `network`."""
+    return tf.group(*[v.assign(value) for v, value in zip(network.variables, values)],
+                    name=name)
+

@@ -1,0 +1,476 @@
+"""The launch plan: every check and decision `start` makes before it touches the machine.
+
+plan_start turns the command line into a LaunchPlan: the config (its target return resolved
+from the env, so every worker agrees), the cluster and which of its tasks start here, the
+log dir, each task's exact command and environment, and its device. Every input a user can
+get wrong is checked here and refused with a UsageError, one line, before a file is written
+or a process started: bad flags, a cluster file or TF_CONFIG that does not parse, a taken
+port, a log dir that cannot be written, has no room for a checkpoint or holds another
+network's checkpoints or a live run, and a cluster whose memory or threads would not fit
+this machine (a3c_graph/resources.py: every size flag counts). A dry run
+prints the plan's commands; the supervisor runs them.
+
+Where the cluster comes from: a local cluster on 127.0.0.1 with free ports (the default),
+a cluster file (--cluster FILE) or TF_CONFIG, of which this launcher starts the tasks on
+this machine (or those --tasks names), or a Slurm step (--cluster slurm), of which it
+starts the task of its own rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import shlex
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from a3c_graph import checkpoints
+from a3c_graph import devices as devices_lib
+from a3c_graph.cli import UsageError
+from a3c_graph.core.config import A3CConfig, config_from_args, config_to_argv, resolve_policy
+from a3c_graph.core.stats import target_return
+from a3c_graph.distributed import cluster as cluster_lib
+from a3c_graph.launcher import processes, resources
+
+PROG = "launch_cluster"
+LOCAL_SOURCE = "local cluster"
+SLURM_SOURCE = "Slurm step"
+# The repository root, so tasks import this very copy of a3c_graph wherever they run from.
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# Crashes in a row after which the supervisor gives a task up (--max-restarts).
+DEFAULT_MAX_RESTARTS = 5
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One task to start on this machine, with its exact command."""
+
+    job: str
+    index: int
+    address: str
+    argv: tuple[str, ...]
+    # Environment entries that differ from the launcher's own (shown in --dry-run).
+    env_overrides: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.job}_{self.index}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.job} task {self.index}"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything `start` decided before touching the machine."""
+
+    config: A3CConfig  # with target_return resolved
+    cluster: Mapping[str, list]
+    tasks: tuple[TaskPlan, ...]  # ps tasks first: workers connect to them
+    logdir: Path
+    allow_remote: bool
+    source: str  # LOCAL_SOURCE, "cluster file F", "TF_CONFIG cluster" or SLURM_SOURCE
+    cluster_file: str | None = None
+    tasks_flag: str | None = None
+    # Which device each task uses (by CUDA_VISIBLE_DEVICES in its env_overrides).
+    devices: devices_lib.DevicePlan | None = None
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    # The tasks run in a network namespace with only loopback (see private_network_wanted).
+    private_network: bool = False
+    # What a dry run warns about and a start refuses: e.g. too little memory on this machine,
+    # which need not be the one the commands are for.
+    dry_run_warnings: tuple[str, ...] = ()
+
+    @property
+    def workers(self) -> list[TaskPlan]:
+        return [t for t in self.tasks if t.job == "worker"]
+
+
+def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPlan:
+    """Validate every input and decide every command; raises UsageError, starts nothing."""
+    try:
+        config = config_from_args(args)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    for flag in ("workers", "ps"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag} must be at least 1, got {value}")
+    if args.max_restarts < 0:
+        raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
+    try:
+        devices_lib.parse_gpus(args.gpus)
+        devices_lib.check_memory_fraction(args.gpu_memory_fraction)
+    except devices_lib.DeviceError as error:
+        raise UsageError(str(error)) from None
+    config = dataclasses.replace(config, target_return=resolve_target_return(config))
+
+    cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
+    private_network = private_network_wanted(cluster, local_keys, source, args.allow_remote)
+    dry_run_warnings = []
+    try:
+        check_resources(config, cluster, local_keys, source)
+    except UsageError as error:
+        if not args.dry_run:
+            raise
+        dry_run_warnings.append(str(error))
+    # Local mode picked free ports just now; a cluster file's ports must be checked, on the
+    # host network (in a private network, a new namespace, every port is free).
+    if source != LOCAL_SOURCE and not private_network:
+        for job, index in local_keys:
+            try:
+                cluster_lib.check_port_free(cluster[job][index])
+            except cluster_lib.ClusterError as error:
+                raise UsageError(f"{job} task {index}: {error}") from None
+
+    if source == SLURM_SOURCE:
+        logdir = Path(os.path.abspath(slurm_logdir(args.logdir, config.env, local_keys[0],
+                                                   environ)))
+    else:
+        logdir = Path(os.path.abspath(args.logdir or default_logdir(config.env)))
+    check_logdir_writable(logdir)
+    try:
+        check_logdir_space(logdir, config)
+    except UsageError as error:
+        if not args.dry_run:
+            raise
+        dry_run_warnings.append(str(error))
+    check_no_live_run(logdir)
+    check_logdir_checkpoints(logdir, config)
+
+    keys = sorted(local_keys, key=lambda key: (key[0] != "ps", key[1]))
+    try:
+        # One mechanism per child: CUDA_VISIBLE_DEVICES, set before its TF starts.
+        device_plan = devices_lib.plan_devices(
+            keys, args.gpus, args.gpu_memory_fraction, devices_lib.ENV_MECHANISM,
+            devices_lib.detect_gpus(environ))
+    except devices_lib.DeviceError as error:
+        raise UsageError(str(error)) from None
+    env_overrides: dict[str, str] = {}
+    if tf_config is not None:
+        env_overrides["TF_CONFIG"] = tf_config
+    tasks = tuple(
+        TaskPlan(job=job, index=index, address=cluster[job][index],
+                 argv=tuple(task_argv(job, index, cluster, logdir, config, args.allow_remote,
+                                      hosts_in_flags=tf_config is None)
+                            + list(device_plan.for_task(job, index).flags)),
+                 env_overrides={**env_overrides, **device_plan.for_task(job, index).env})
+        for job, index in keys)
+    return LaunchPlan(config=config, cluster=cluster, tasks=tasks, logdir=logdir,
+                      allow_remote=args.allow_remote, source=source,
+                      cluster_file=os.path.abspath(args.cluster) if args.cluster else None,
+                      tasks_flag=args.tasks, devices=device_plan,
+                      max_restarts=args.max_restarts, private_network=private_network,
+                      dry_run_warnings=tuple(dry_run_warnings))
+
+
+def resolve_target_return(config: A3CConfig) -> float:
+    """--target-return, else the env spec's reward_threshold, so every worker agrees."""
+    from a3c_graph import envs  # imports gymnasium: only when a start is planned
+
+    try:
+        info = envs.env_info(config.env, **envs.env_options(config))
+    except envs.EnvError as error:
+        raise UsageError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise UsageError(f"env {config.env!r} cannot be made: {first}") from None
+    try:  # the network must fit the observations, e.g. no --policy cnn on CartPole
+        resolve_policy(config.policy, info.obs_shape)
+        return target_return(config, info)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
+def describe_target(target_return: float) -> str:
+    return f"{target_return:g}" if math.isfinite(target_return) else "none (runs to its budget)"
+
+
+def default_logdir(env_id: str) -> str:
+    return os.path.join("runs", f"{env_id.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
+def slurm_logdir(logdir: str | None, env_id: str, key: tuple[str, int],
+                 environ: Mapping[str, str]) -> str:
+    """The run directory of this launcher's task of a Slurm step: <logdir>/<job>_<index>.
+
+    srun gives every launcher the same command line, and they often share a filesystem:
+    each keeps its pids, logs and summary apart. The default <logdir> is named after the
+    Slurm job, which every task agrees on (their clocks may not: default_logdir)."""
+    job_id = environ.get("SLURM_JOB_ID", "job")
+    base = logdir or os.path.join("runs", f"{env_id.replace('/', '-')}-slurm-{job_id}")
+    return os.path.join(base, f"{key[0]}_{key[1]}")
+
+
+def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
+                    ) -> tuple[dict, list[tuple[str, int]], str, str | None]:
+    """(cluster, the (job, index) tasks to start here, source, TF_CONFIG text or None)."""
+    slurm = args.cluster == cluster_lib.SLURM
+    if args.port is not None and not slurm:
+        raise UsageError("--port goes with --cluster slurm; the other cluster sources list "
+                          "every task's address")
+    tf_config = environ.get("TF_CONFIG") if not args.cluster else None
+    if not args.cluster and not tf_config:
+        if args.tasks:
+            raise UsageError("--tasks needs --cluster FILE or TF_CONFIG")
+        return local_cluster(args.ps or 1, args.workers or 2)
+
+    try:
+        if slurm:  # names this launcher's task by its Slurm rank
+            cluster, named_job, named_index = cluster_lib.cluster_from_slurm(args.ps, args.port)
+            source = SLURM_SOURCE
+        elif args.cluster:
+            cluster = cluster_lib.cluster_from_file(args.cluster)
+            named_job, named_index, source = None, None, f"cluster file {args.cluster}"
+        else:
+            cluster, named_job, named_index = cluster_lib.cluster_from_tf_config(tf_config)
+            source = "TF_CONFIG cluster"
+    except cluster_lib.ClusterError as error:
+        raise UsageError(str(error)) from None
+    remote = cluster_lib.non_loopback_hosts(cluster)
+    if remote and not args.allow_remote:
+        raise UsageError(f"address {remote[0]} is not loopback; the TF server is unauthenticated "
+                          "gRPC, so pass --allow-remote only if the network is trusted")
+    for flag, job in (("workers", "worker"), ("ps", "ps")):
+        given = getattr(args, flag)
+        if given is not None and given != len(cluster[job]):  # a Slurm step: --ps made it
+            raise UsageError(f"--{flag} {given} disagrees with the {source}, which has "
+                              f"{len(cluster[job])} {job} task(s); drop --{flag}")
+
+    if slurm and args.tasks:
+        raise UsageError("--cluster slurm starts the task of this launcher's Slurm rank; "
+                          "drop --tasks")
+    if named_job is not None:
+        if args.tasks:
+            raise UsageError("TF_CONFIG names its task; drop --tasks (or unset task in TF_CONFIG)")
+        index = 0 if named_index is None else named_index
+        if not 0 <= index < len(cluster[named_job]):
+            raise UsageError(f"TF_CONFIG task index {index} is outside job {named_job!r} "
+                              f"({len(cluster[named_job])} task(s))")
+        keys = [(named_job, index)]
+    elif args.tasks:
+        keys = parse_tasks_flag(args.tasks, cluster)
+    else:
+        keys = [(job, i) for job in cluster_lib.JOBS for i, address in enumerate(cluster[job])
+                if is_local_host(cluster_lib.split_host_port(address)[0])]
+        if not keys:
+            raise UsageError(f"no task of the {source} is on this machine; "
+                              "name the ones to start here with --tasks worker:0,ps:0")
+    return cluster, keys, source, tf_config
+
+
+def local_cluster(num_ps: int, num_workers: int) -> tuple[dict, list, str, None]:
+    """A cluster on 127.0.0.1 with free ports (loopback: no other machine can connect)."""
+    import portpicker
+
+    ports: list[int] = []
+    while len(ports) < num_ps + num_workers:
+        try:
+            port = portpicker.pick_unused_port()
+        except portpicker.NoFreePortFoundError:
+            raise UsageError(f"found {len(ports)} free ports on this machine for the "
+                              f"{num_ps + num_workers} tasks of a local cluster: use fewer "
+                              "workers") from None
+        if port not in ports:  # portpicker may hand the same free port out twice
+            ports.append(port)
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    cluster = {"ps": addresses[:num_ps], "worker": addresses[num_ps:]}
+    keys = [("ps", i) for i in range(num_ps)] + [("worker", i) for i in range(num_workers)]
+    return cluster, keys, LOCAL_SOURCE, None
+
+
+def parse_tasks_flag(text: str, cluster: Mapping[str, list]) -> list[tuple[str, int]]:
+    keys: list[tuple[str, int]] = []
+    for part in (p.strip() for p in text.split(",")):
+        job, _, index_text = part.partition(":")
+        if job not in cluster_lib.JOBS or not index_text.isdigit():
+            raise UsageError(f"--tasks entry {part!r} is not of the form worker:I or ps:I")
+        index = int(index_text)
+        if index >= len(cluster[job]):
+            raise UsageError(f"--tasks entry {part!r} is outside the cluster: job {job!r} has "
+                              f"{len(cluster[job])} task(s)")
+        if (job, index) not in keys:
+            keys.append((job, index))
+    return keys
+
+
+def private_network_wanted(cluster: Mapping[str, list], local_keys: Sequence[tuple[str, int]],
+                           source: str, allow_remote: bool) -> bool:
+    """Whether the tasks started here run in a private network: a namespace with only lo.
+
+    TF's server listens on every interface whatever host the cluster names, so a loopback
+    cluster is only loopback for real inside such a namespace (a3c_graph/launcher/netns.py), and its
+    tasks can only meet there if this one launcher starts them all. Tasks of a loopback
+    cluster split over several launchers would meet on the host network: UsageError unless
+    --allow-remote says that network is trusted. With --allow-remote (or a non-loopback
+    cluster, which resolve_cluster already let through only with it) the host network it is.
+    """
+    if allow_remote or cluster_lib.non_loopback_hosts(cluster):
+        return False
+    total = sum(len(cluster[job]) for job in cluster_lib.JOBS)
+    if len(local_keys) < total:
+        raise UsageError(
+            f"this launcher would start {len(local_keys)} of the {total} tasks of the {source}, "
+            "and tasks split over several launchers meet on the host network, where TF "
+            "listens on every interface: start them all with one launcher (its private "
+            "network keeps them on loopback), or pass --allow-remote on a trusted network")
+    return True
+
+
+def is_local_host(host: str) -> bool:
+    """True for loopback and for any name or address of this machine's interfaces."""
+    if cluster_lib.is_loopback(host):
+        return True
+    import psutil
+
+    mine = {addr.address.split("%")[0] for nic in psutil.net_if_addrs().values() for addr in nic
+            if addr.family in (socket.AF_INET, socket.AF_INET6)}
+    if host in mine or host in (socket.gethostname(), socket.getfqdn()):
+        return True
+    try:
+        resolved = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return any(cluster_lib.is_loopback(ip) or ip in mine for ip in resolved)
+
+
+def task_argv(job: str, index: int, cluster: Mapping[str, list], logdir: Path,
+              config: A3CConfig, allow_remote: bool, hosts_in_flags: bool) -> list[str]:
+    """The worker command line for one task (its contract: a3c_graph/distributed/task_runner.py)."""
+    argv = [sys.executable, "-m", processes.WORKER_MODULE, "--job", job, "--task", str(index)]
+    if hosts_in_flags:  # else TF_CONFIG in the task's environment names the cluster
+        argv += ["--ps-hosts", ",".join(cluster["ps"]),
+                 "--worker-hosts", ",".join(cluster["worker"])]
+    argv += ["--logdir", str(logdir)]
+    if allow_remote:
+        argv.append("--allow-remote")
+    return argv + config_to_argv(config)
+
+
+def check_logdir_writable(logdir: Path) -> None:
+    """UsageError unless `logdir` exists as a writable directory or could be created.
+
+    The deepest directory of `logdir` that exists must take a new directory: one is made
+    there and removed at once, as only mkdir itself can tell (permission bits say yes to
+    root, and /proc refuses whatever they say), and a refused run leaves nothing behind.
+    """
+    probe = logdir
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"--logdir {logdir} cannot be created: {probe} is not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".launch_cluster-", dir=probe))
+    except OSError as error:
+        verb = "written" if probe == logdir else "created"
+        raise UsageError(f"--logdir {logdir} cannot be {verb}: no directory can be made in "
+                          f"{probe} ({error.strerror or error})") from None
+    for sub in ("logs", "pids", "progress", "summary.json"):
+        path = logdir / sub
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UsageError(f"--logdir {logdir} cannot be written: {path} is not writable")
+
+
+def check_no_live_run(logdir: Path) -> None:
+    for record in processes.read_pid_files(logdir).values():
+        if record.proc is not None:
+            raise UsageError(f"a run is still live in {logdir} ({record.name} pid {record.pid}); "
+                              f"stop it first: {PROG} stop --logdir {logdir}")
+
+
+def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
+    """UsageError if `logdir` holds checkpoints of a network this config would not build
+    (the chief would fail to restore them, or a different run's files would be mixed in)."""
+    from a3c_graph import envs  # imports gymnasium; env_info is cached from the target check
+
+    try:
+        info = envs.env_info(config.env, **envs.env_options(config))
+        checkpoints.check_logdir_config(str(logdir), config, info.obs_shape)
+    except checkpoints.CheckpointError as error:
+        raise UsageError(str(error)) from None
+
+
+def check_resources(config: A3CConfig, cluster: Mapping[str, list],
+                    local_keys: Sequence[tuple[str, int]], source: str) -> None:
+    """UsageError when the tasks started here need more memory, or more threads, than this
+    machine has (resources.py: every size flag counts in the estimate).
+
+    Compared with what is available now, not the total: what other processes hold is not
+    ours to take, and with no swap the kernel makes room by killing a process, maybe
+    another user's job.
+    """
+    import psutil
+
+    from a3c_graph import envs  # imports gymnasium; env_info is cached from the target check
+
+    jobs = [job for job, _ in local_keys]
+    need = resources.estimate(config, envs.env_info(config.env, **envs.env_options(config)),
+                           jobs.count("ps"), jobs.count("worker"), len(cluster["ps"]))
+    problem = (memory_problem(need, psutil.virtual_memory().available, source)
+               or resources.thread_problem(need, resources.threads_available(),
+                                        source == LOCAL_SOURCE))
+    if problem:
+        raise UsageError(problem)
+
+
+def check_logdir_space(logdir: Path, config: A3CConfig) -> None:
+    """UsageError when the log dir's file system has less room than one checkpoint of this
+    network takes (storage.py: a disk that fills up later stops the run cleanly)."""
+    from a3c_graph import envs  # env_info is cached from the target check
+
+    probe = logdir
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    need = resources.checkpoint_bytes(config, envs.env_info(config.env, **envs.env_options(config)))
+    free = shutil.disk_usage(probe).free
+    if free < need:
+        raise UsageError(f"--logdir {logdir} has {resources.describe_bytes(free)} free, less than "
+                         f"the {resources.describe_bytes(need)} one checkpoint of this network "
+                         "takes: free some space there or give another --logdir")
+
+
+# How to need less memory, by the part of the estimate that is largest.
+MEMORY_ADVICE = {
+    "network copies": "use smaller --hidden-sizes, --conv-filters or --lstm-size",
+    "rollouts": "use fewer --envs-per-worker, a shorter --rollout-length, a smaller "
+                "--queue-capacity or smaller observations (--frame-stack, --screen-size)",
+    "envs": "use fewer --envs-per-worker or --actor-threads (or a smaller --frame-stack)",
+    "activations": "use smaller --hidden-sizes, --conv-filters or --lstm-size, fewer "
+                   "--envs-per-worker, a shorter --rollout-length or smaller observations "
+                   "(--frame-stack, --screen-size)",
+}
+
+
+def memory_problem(need: resources.MemoryEstimate, available: int, source: str) -> str | None:
+    """The one line that refuses a start needing more than `available` bytes, or None."""
+    if need.total <= available:
+        return None
+    largest = need.largest_part()
+    advice = MEMORY_ADVICE.get(largest)
+    if advice is None:  # the TF processes themselves: too many of them
+        fit = need.workers_that_fit(available)
+        fewer = (f"use fewer workers (no more than {fit} can fit here)"
+                 if source == LOCAL_SOURCE and fit else "start fewer tasks here")
+        advice = (f"{fewer}, or spread the cluster over several machines (--cluster FILE, or "
+                  "--cluster slurm)")
+    parts = ", ".join(f"{name} {resources.describe_bytes(size)}"
+                      for name, size in need.parts().items() if size >= resources.MB)
+    return (f"the {need.ps + need.workers} task(s) to start here need at least "
+            f"{resources.describe_bytes(need.total)} of memory ({parts}; the network has "
+            f"{need.parameters:,} parameters), more than the "
+            f"{resources.describe_bytes(available)} this machine has available: {advice}")
+
+
+def command_line(task: TaskPlan) -> str:
+    """The task's command as one copy-pasteable shell line, env assignments first."""
+    prefix = [f"{key}={shlex.quote(value)}" for key, value in sorted(task.env_overrides.items())]
+    return " ".join([*prefix, shlex.join(task.argv)])

@@ -1,0 +1,1 @@
+"""Small experiments that answer one question about TensorFlow each."""

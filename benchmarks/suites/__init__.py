@@ -1,0 +1,1 @@
+"""Suites that measure one property each: learning, soak (faults over time), step cost."""

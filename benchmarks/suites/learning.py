@@ -1,0 +1,458 @@
+"""The learning suite: does the agent learn, how fast, and does what it learned hold?
+
+    python -m benchmarks.learning [--tasks cartpole,cartpole-stability,breakout] [--seeds 3]
+        [--workers 2] [--out DIR] [any A3C flag, applied to every task, e.g. --learning-rate 3e-4]
+
+Each task is a graph-variant run per seed, started through the launcher exactly as a user's
+`scripts/launch_cluster.sh` command (benchmarks.run.run_one), with the task's own flags
+and the defaults (the env's preset) for everything else:
+
+  cartpole            CartPole-v1 until solved (mean return of the last 100 episodes >= 475)
+  cartpole-stability  CartPole-v1 past the target: --target-return 1e9 --max-steps 2000000.
+                      Once the mean first reaches 475 it must never fall below 400 again.
+  breakout            MinAtar/Breakout-v1 for the minatar preset's budget (5M frames);
+                      its target (15) is a line on the curve, not a reason to stop
+  asterix, freeway, seaquest, space-invaders
+                      the other MinAtar games, same budget (opt-in: name them in --tasks)
+  pong                ALE/Pong-v5 to the atari preset's target of 18, ALE v5's protocol
+                      (sticky actions 0.25; opt-in: hours)
+  pong-deterministic  ALE/Pong-v5 to 18 on the A3C anchors' protocol: no sticky actions
+                      (--repeat-action-probability 0), at most 45 minutes (opt-in)
+
+The curves come from the progress history every worker appends (a3c_graph.progress): the
+cluster's env steps and mean return of the last 100 episodes every --progress-secs, the
+lowest mean read in between (so a dip between two writes counts) and the policy's entropy.
+Times are wall seconds since launch, start-up included.
+
+Writes <out>/results.json (settings, machine, per-run records with their curves, per-task
+summaries), results.md (the table) and per task <task>.png (mean return against frames and
+against wall minutes: every seed, and their median). <out> defaults to
+benchmarks/results/learning-<YYYYmmdd-HHMMSS>. Paths in the records are relative to <out>.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import signal
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from a3c_graph.cli import OneLineParser, UsageError, fail
+from a3c_graph.core.config import A3CConfig, add_config_arguments, resolve_config
+from a3c_graph.core.envs import env_info, env_options
+from a3c_graph.core.stats import RECENT_EPISODES
+from a3c_graph.launcher.plan import resolve_target_return
+from a3c_graph.progress import read_history
+from benchmarks.harness.compare import REPO, RunInterrupted, RunSpec, _median, machine_info, run_one
+from benchmarks.variants import runtime
+
+PROG = "benchmarks.learning"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row of the suite: an env, the flags that make the task, what counts as reached."""
+
+    name: str
+    flags: Mapping[str, Any]  # A3CConfig fields the task sets; the preset gives the rest
+    target: float             # the return the table measures the time to
+    floor: float | None = None  # stability: after first reaching target, never below this
+    default: bool = True        # run when --tasks is not given
+
+    def config(self, given: Mapping[str, Any]) -> A3CConfig:
+        return resolve_config({**self.flags, **given})
+
+
+def _minatar(name: str, game: str, target: float, default: bool = False) -> Task:
+    return Task(name, {"env": f"MinAtar/{game}-v1"}, target, default=default)
+
+
+# MinAtar targets: what a working A3C reaches within the 5M-frame budget (Young and Tian
+# 2019, Figure 2, and PPO's published curves); Breakout's is the one the project commits to.
+TASKS = {task.name: task for task in (
+    Task("cartpole", {"env": "CartPole-v1"}, 475.0),
+    Task("cartpole-stability", {"env": "CartPole-v1", "target_return": 1e9,
+                                "max_steps": 2_000_000, "max_seconds": 1200.0},
+         475.0, floor=400.0),
+    _minatar("breakout", "Breakout", 15.0, default=True),
+    _minatar("asterix", "Asterix", 10.0),
+    _minatar("freeway", "Freeway", 40.0),
+    _minatar("seaquest", "Seaquest", 10.0),
+    _minatar("space-invaders", "SpaceInvaders", 50.0),
+    Task("pong", {"env": "ALE/Pong-v5"}, 18.0, default=False),
+    # The A3C paper's and universe-starter-agent's Pong: deterministic, frame skip 4.
+    Task("pong-deterministic", {"env": "ALE/Pong-v5", "repeat_action_probability": 0.0,
+                                "max_seconds": 2700.0}, 18.0, default=False),
+)}
+
+
+# --------------------------------------------------------------------------- one run's curve
+
+@dataclass
+class Curve:
+    """A run's learning curve: one point per progress write of any worker, oldest first.
+
+    seconds since launch, env steps, frames (env steps x frame skip), the cluster's mean
+    return of the last 100 episodes, the lowest mean read since the worker's previous
+    write, and the policy's entropy (None before the first update).
+    """
+
+    seconds: list[float] = field(default_factory=list)
+    env_steps: list[int] = field(default_factory=list)
+    frames: list[int] = field(default_factory=list)
+    mean_return: list[float] = field(default_factory=list)
+    lowest_return: list[float] = field(default_factory=list)
+    entropy: list[float | None] = field(default_factory=list)
+
+    @classmethod
+    def from_history(cls, rows: Sequence[dict], launched: float, frame_skip: int) -> Curve:
+        curve = cls()
+        for row in rows:
+            # The mean of "the last 100 episodes" means something once there are 100.
+            if row.get("mean_return_100") is None or (row.get("episodes") or 0) < RECENT_EPISODES:
+                continue
+            mean = float(row["mean_return_100"])
+            curve.seconds.append(round(float(row["time"]) - launched, 2))
+            curve.env_steps.append(int(row["env_steps"]))
+            curve.frames.append(int(row["env_steps"]) * frame_skip)
+            curve.mean_return.append(mean)
+            lowest = row.get("lowest_mean_return_100")
+            curve.lowest_return.append(mean if lowest is None else min(float(lowest), mean))
+            curve.entropy.append(row.get("entropy"))
+        return curve
+
+    def first_reaching(self, target: float) -> int | None:
+        return next((i for i, m in enumerate(self.mean_return) if m >= target), None)
+
+
+def judge(curve: Curve, task: Task) -> dict[str, Any]:
+    """What the table reports of one run's curve."""
+    first = curve.first_reaching(task.target)
+    entropies = [e for e in curve.entropy if e is not None]
+    result: dict[str, Any] = {
+        "reached": first is not None,
+        "seconds_to_target": curve.seconds[first] if first is not None else None,
+        "env_steps_to_target": curve.env_steps[first] if first is not None else None,
+        "frames_to_target": curve.frames[first] if first is not None else None,
+        "final_mean_return_100": curve.mean_return[-1] if curve.mean_return else None,
+        "best_mean_return_100": max(curve.mean_return, default=None),
+        "lowest_entropy": min(entropies, default=None),
+    }
+    if task.floor is not None:
+        # The readings after the first that reached the target (whose own interval's lowest
+        # reading still belongs to the climb).
+        after = range(first + 1, len(curve.seconds)) if first is not None else range(0)
+        lowest = min([curve.mean_return[first]] + [curve.lowest_return[i] for i in after]
+                     ) if first is not None else None
+        # Time below the target after first reaching it: the intervals with a reading below.
+        below = sum(curve.seconds[i] - curve.seconds[i - 1] for i in after
+                    if curve.lowest_return[i] < task.target)
+        result.update({
+            "lowest_mean_after_target": lowest,
+            "seconds_below_target_after": round(float(below), 1) if first is not None else None,
+            "held": first is not None and lowest is not None and lowest >= task.floor,
+        })
+    return result
+
+
+# --------------------------------------------------------------------------- the suite
+
+def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path) -> dict:
+    """One seed of one task, through the launcher; its record with curve and verdict."""
+    spec = RunSpec("graph", seed, workers, config.max_seconds, phase=task.name)
+    frame_skip = env_info(config.env, **env_options(config)).frame_skip
+    launched = time.time()
+    try:
+        record = run_one(spec, config, out)
+    except RunInterrupted as stop:
+        stop.record.update(_learning_fields(stop.record, task, config, launched, frame_skip,
+                                            out))
+        raise
+    record.update(_learning_fields(record, task, config, launched, frame_skip, out))
+    return record
+
+
+def _learning_fields(record: dict, task: Task, config: A3CConfig, launched: float,
+                     frame_skip: int, out: Path) -> dict[str, Any]:
+    logdir = Path(record["logdir"])
+    curve = Curve.from_history(read_history(logdir), launched, frame_skip)
+    return {
+        "task": task.name, "env": config.env, "target": task.target, "floor": task.floor,
+        "curve": dataclasses.asdict(curve), **judge(curve, task),
+        # Relative to the results folder, so a committed copy holds no machine paths.
+        "logdir": _relative(logdir, out), "log": _relative(Path(record["log"]), out),
+        "command": record["command"].replace(str(out) + "/", "").replace(str(REPO) + "/", ""),
+        "return_curve": None,  # the harness's 0.5-s samples; the curve above replaces them
+    }
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]:
+    summary = {}
+    for task in tasks:
+        runs = [r for r in records if r.get("task") == task.name]
+        if not runs:
+            continue
+        reached = [r for r in runs if r["reached"]]
+        row = {
+            "env": runs[0]["env"], "target": task.target, "seeds": len(runs),
+            "reached": len(reached),
+            "median_frames_to_target": _median([r["frames_to_target"] for r in reached]),
+            "median_minutes_to_target": _median([r["seconds_to_target"] / 60 for r in reached]),
+            "median_final_return": _median([r["final_mean_return_100"] for r in runs]),
+            "median_frames": _median([r["curve"]["frames"][-1] if r["curve"]["frames"] else None
+                                      for r in runs]),
+            "median_wall_minutes": _median([r["wall_s"] / 60 for r in runs]),
+        }
+        if task.floor is not None:
+            row.update({"floor": task.floor, "held": sum(bool(r["held"]) for r in runs)})
+        summary[task.name] = row
+    return summary
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value >= 1e5:
+        return f"{value / 1e6:.2f}M"
+    if isinstance(value, int) and value >= 1e5:
+        return f"{value / 1e6:.2f}M"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
+             records: Sequence[dict]) -> str:
+    lines = [f"# Learning suite: {settings['workers']} worker(s), {settings['seeds']} seed(s)",
+             "", "| task | env | target | seeds reaching it | median frames to target "
+             "| median minutes to target | median final mean return(100) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for name, row in summary.items():
+        lines.append(f"| {name} | {row['env']} | {row['target']:g} | {row['reached']}/"
+                     f"{row['seeds']} | {_fmt(row['median_frames_to_target'])} | "
+                     f"{_fmt(row['median_minutes_to_target'])} | "
+                     f"{_fmt(row['median_final_return'])} |")
+    lines += ["", "Minutes are wall time from launch (start-up included); frames are agent "
+              "steps x the env's frame skip (4 for ALE, 1 elsewhere). The final mean is the "
+              "last reading of the run (the budget, or the stop at the target).", ""]
+    stability = [r for r in records if r.get("floor") is not None]
+    if stability:
+        lines += ["## Stability: after first reaching the target, never below the floor", "",
+                  "| task | seed | reached at (s) | lowest mean after | seconds below target "
+                  "after | lowest entropy | held |", "|---|---:|---:|---:|---:|---:|---|"]
+        for r in stability:
+            lines.append(f"| {r['task']} | {r['seed']} | {_fmt(r['seconds_to_target'])} | "
+                         f"{_fmt(r['lowest_mean_after_target'])} | "
+                         f"{_fmt(r['seconds_below_target_after'])} | "
+                         f"{_fmt(r['lowest_entropy'], 4)} | "
+                         f"{'yes' if r['held'] else 'NO'} (floor {r['floor']:g}) |")
+        lines.append("")
+    lines += ["## Runs", "", "| task | seed | reached | frames to target | minutes to target "
+              "| final mean | frames | agent steps/s | wall min |",
+              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    for r in records:
+        minutes = None if r["seconds_to_target"] is None else r["seconds_to_target"] / 60
+        frames = r["curve"]["frames"][-1] if r["curve"]["frames"] else None
+        lines.append(f"| {r['task']} | {r['seed']} | {'yes' if r['reached'] else 'no'} | "
+                     f"{_fmt(r['frames_to_target'])} | {_fmt(minutes)} | "
+                     f"{_fmt(r['final_mean_return_100'])} | {_fmt(frames)} | "
+                     f"{_fmt(r['steps_per_sec'], 0)} | {_fmt(r['wall_s'] / 60)} |")
+    flags = " ".join(settings["a3c_flags"]) or "(none: every task's defaults)"
+    lines += ["", f"A3C flags given to every task: {flags}.",
+              f"Machine: {machine['cpu_count']} cores, {machine['memory_gb']} GB, load "
+              f"{machine['load_average_at_start']} at start; Python {machine['python']}, "
+              f"TF {machine['versions']['tensorflow']}.", ""]
+    return "\n".join(lines)
+
+
+def write_results(out: Path, settings: dict, machine: dict, records: Sequence[dict],
+                  tasks: Sequence[Task]) -> str:
+    """results.json and results.md (rewritten after every run); returns the markdown."""
+    summary = summarize(records, tasks)
+    data = {"settings": settings, "machine": machine, "summary": summary,
+            "records": list(records)}
+    runtime.write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
+    text = markdown(settings, machine, summary, records)
+    runtime.write_atomic(out / "results.md", text)
+    return text
+
+
+def median_curve(curves: Sequence[Sequence[tuple[float, float]]], points: int = 100
+                 ) -> list[tuple[float, float]]:
+    """The median over runs of step-wise curves [(x, y), ...] on a common grid of x, up to
+    the shortest run's end (past it the median would be of fewer runs)."""
+    curves = [c for c in curves if c]
+    if not curves:
+        return []
+    end = min(c[-1][0] for c in curves)
+    start = max(c[0][0] for c in curves)
+    if end <= start:
+        return []
+    grid = [start + (end - start) * i / (points - 1) for i in range(points)]
+
+    def at(curve, x):
+        value = curve[0][1]
+        for cx, cy in curve:
+            if cx > x:
+                break
+            value = cy
+        return value
+
+    return [(x, statistics.median(at(c, x) for c in curves)) for x in grid]
+
+
+def plot_task(out: Path, task: Task, records: Sequence[dict]) -> Path | None:
+    """<task>.png: mean return against frames and against wall minutes, every seed and the
+    median, the target dashed (and the stability floor dotted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in records if r.get("task") == task.name and r["curve"]["frames"]]
+    if not runs:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, key, scale, label in ((axes[0], "frames", 1e6, "frames (millions)"),
+                                  (axes[1], "seconds", 60.0, "wall minutes since launch")):
+        curves = []
+        for r in runs:
+            xs = [x / scale for x in r["curve"][key]]
+            curves.append(list(zip(xs, r["curve"]["mean_return"])))
+            ax.plot(xs, r["curve"]["mean_return"], linewidth=1, alpha=0.5,
+                    label=f"seed {r['seed']}")
+        median = median_curve(curves)
+        if len(runs) > 1 and median:
+            ax.plot(*zip(*median), color="black", linewidth=2, label="median")
+        ax.axhline(task.target, color="gray", linestyle="--", linewidth=1, label="target")
+        if task.floor is not None:
+            ax.axhline(task.floor, color="red", linestyle=":", linewidth=1, label="floor")
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean return (last 100 episodes)")
+    axes[1].legend(loc="lower right", fontsize="small")
+    fig.suptitle(f"{task.name}: {runs[0]['env']}, {len(runs)} seed(s)")
+    fig.tight_layout()
+    path = out / f"{task.name}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- command line
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, allow_abbrev=False, help_hint=False,
+                            description="Run the learning suite: each task with its defaults "
+                                        "over several seeds; table, curves and results.json.")
+    group = parser.add_argument_group("suite")
+    defaults = ",".join(name for name, task in TASKS.items() if task.default)
+    group.add_argument("--tasks", default=defaults,
+                       help=f"Comma-separated tasks of {', '.join(TASKS)} (default: {defaults}).")
+    group.add_argument("--seeds", type=int, default=3,
+                       help="Runs per task, seeds --seed, --seed + 1, ... (default: 3).")
+    group.add_argument("--workers", type=int, default=2, help="Workers per run (default: 2).")
+    group.add_argument("--out", default=None, help="Results directory (default: "
+                       "benchmarks/results/learning-<YYYYmmdd-HHMMSS>).")
+    add_config_arguments(parser)  # every A3C flag, given to every task
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None):
+    args = build_parser().parse_args(argv)
+    names = [n.strip() for n in args.tasks.split(",") if n.strip()]
+    unknown = [n for n in names if n not in TASKS]
+    if unknown or not names:
+        raise UsageError(f"--tasks must name some of {', '.join(TASKS)}, got {args.tasks!r}")
+    for flag in ("seeds", "workers"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(A3CConfig)
+             if hasattr(args, f.name)}
+    if "env" in given:
+        raise UsageError("--env is the task's: choose tasks with --tasks")
+    tasks = [TASKS[n] for n in names]
+    configs = {}
+    for task in tasks:
+        try:
+            config = task.config(given)
+            configs[task.name] = dataclasses.replace(config,
+                                                     target_return=resolve_target_return(config))
+        except (ValueError, UsageError) as error:
+            raise UsageError(f"task {task.name}: {error}") from None
+    return args, tasks, configs, given
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args, tasks, configs, given = parse_args(argv)
+    except UsageError as error:
+        return fail(PROG, error)
+    signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    out = Path(args.out or REPO / "benchmarks" / "results"
+               / f"learning-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {"tasks": [t.name for t in tasks], "seeds": args.seeds, "workers": args.workers,
+                "a3c_flags": [f"--{k.replace('_', '-')}={v}" for k, v in given.items()],
+                "command": "python -m benchmarks.learning " + " ".join(sys.argv[1:] if argv is None
+                                                                      else argv)}
+    machine = machine_info()
+    records: list[dict] = []
+    interrupted = False
+    base_seed = int(given.get("seed", 0))
+    runs = [(task, base_seed + s) for task in tasks for s in range(args.seeds)]
+    try:
+        for i, (task, seed) in enumerate(runs, 1):
+            config = dataclasses.replace(configs[task.name], seed=seed)
+            print(f"[{i}/{len(runs)}] {task.name} seed {seed} ({config.env}) ...", flush=True)
+            record = run_task(task, config, seed, args.workers, out)
+            records.append(record)
+            print(f"[{i}/{len(runs)}] {task.name} seed {seed}: {_run_line(record)}", flush=True)
+            write_results(out, settings, machine, records, tasks)
+    except (KeyboardInterrupt, RunInterrupted) as stop:
+        if isinstance(stop, RunInterrupted):
+            records.append(stop.record)
+        interrupted = True
+        print(f"{PROG}: interrupted; writing the results so far", file=sys.stderr, flush=True)
+    text = write_results(out, settings, machine, records, tasks)
+    for task in tasks:
+        plot_task(out, task, records)
+    print(text)
+    print(f"results in {out}", flush=True)
+    failed = [r for r in records if r["exit_code"] not in (0, None)]
+    return 130 if interrupted else (1 if failed else 0)
+
+
+def _run_line(r: dict) -> str:
+    parts = [f"reached {r['target']:g} at {r['seconds_to_target']:.0f} s, "
+             f"{r['frames_to_target']:,} frames" if r["reached"] else
+             f"did not reach {r['target']:g}",
+             f"final mean {_fmt(r['final_mean_return_100'])}",
+             f"best {_fmt(r['best_mean_return_100'])}",
+             f"{_fmt(r['steps_per_sec'], 0)} agent steps/s", f"wall {r['wall_s']:.0f} s"]
+    if r.get("floor") is not None:
+        parts.append(f"lowest after target {_fmt(r['lowest_mean_after_target'])}, "
+                     f"{'held' if r['held'] else 'NOT held'}")
+    if r["exit_code"] not in (0, None):
+        parts.append(f"exit {r['exit_code']} ({r['stop_reason']})")
+    return "; ".join(parts)
+
+
+def _raise_keyboard_interrupt(_signum: int, _frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""What both TF2 variants share: the graph variant's A3C in eager TF2, as TF2 code at its best.
+
+  * ActorCritic / ActorCriticCNN: a3c_graph.core.model's MLP and CNN networks (same layers,
+    sizes, activations, initializers and forward pass), given a variable factory that makes
+    tf.Variable instead of get_variable; build_model picks one as the graph worker does.
+    The LSTM is graph-only (benchmarks.variants.runtime.check_tf2_config refuses it).
+  * FlatWeights: a network's variables as one flat float32 vector, read, written or
+    updated with one tf.function call (not one eager op per variable), so weights and
+    gradients cross processes as one numpy array each.
+  * make_rollout_function: one T-step rollout in one tf.function call, `for t in
+    tf.range(T)` with the policy and the env step through tf.numpy_function, the
+    transitions written by a3c_graph.core.rollout.RolloutRecorder as in the graph variant (what
+    TF-Agents' drivers and TensorFlow's actor-critic tutorial do; the Python loop with one
+    tf.function call per env step it replaces cost 0.5-0.6 ms a step in TF 2.21,
+    benchmarks/PERFORMANCE.md).
+  * make_gradient_function: the clipped gradients of one rollout, flat, with the
+    episodes that ended in it, in one call. The loss is worker_graph.learner_loss itself,
+    so GAE, normalization and the A3C loss are the graph variant's code, and both clip with
+    tf.clip_by_global_norm.
+  * ParameterHolder: the network everyone trains, with the shared Adam the graph variant's
+    ps runs; one call applies a flat gradient and returns the flat weights after it.
+
+The worker (actor threads, queue, learner) is benchmarks.variants.tf2_worker. So the variants differ
+only in framework and process design. Import this module only in a process that has chosen
+its device (benchmarks.variants.runtime.pin_visible_gpus): it imports TF. Shapes follow
+a3c_graph.core.rollout: T is the rollout length, B the envs stepped together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from a3c_graph.core import model as graph_model
+from a3c_graph.core.config import A3CConfig, resolve_policy
+from a3c_graph.core.envs import EnvInfo, env_info, env_options
+from a3c_graph.core.rollout import RolloutField, RolloutRecorder, sample_actions
+from a3c_graph.distributed.worker_graph import learner_loss
+from benchmarks.variants.runtime import RunStats
+
+tf1 = tf.compat.v1
+
+# The rollout fields learner_loss reads.
+LEARNER_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_obs")
+
+
+def configure_tensorflow(config: A3CConfig) -> str:
+    """Use the graph variant's thread pools and GPU memory rule; return the device to place
+    everything on.
+
+    Must run before the first TF op. '/GPU:0' only when this process sees a GPU (its one
+    GPU: benchmarks.variants.runtime.pin_visible_gpus), so a run asked for a GPU on a machine
+    without one falls back to the CPU instead of crashing. Memory grows as needed, the
+    graph variant's allow_growth, so processes that share a GPU do not each take all of it.
+    """
+    tf.config.threading.set_intra_op_parallelism_threads(config.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(config.inter_op_threads)
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    return "/GPU:0" if gpus else "/CPU:0"
+
+
+def eager_variable(name: str, shape, initializer) -> tf.Variable:
+    """The TF2 variants' variable factory for a3c_graph.core.model's networks: an eager
+    tf.Variable with the graph variant's shape, initializer and name."""
+    return tf.Variable(initializer(shape, tf.float32), name=name)
+
+
+class ActorCritic(graph_model.ActorCriticMLP):
+    """a3c_graph.core.model.ActorCriticMLP with eager tf.Variables.
+
+    Only the variable factory differs: the layers, the forward pass (__call__) and the
+    variable order (`variables`) are the graph variant's, so weights line up one to one.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], num_actions: int,
+                 hidden_sizes: Sequence[int]):
+        super().__init__(obs_shape, num_actions, hidden_sizes, "tf2",
+                         variable_factory=eager_variable)
+
+
+class ActorCriticCNN(graph_model.ActorCriticCNN):
+    """a3c_graph.core.model.ActorCriticCNN with eager tf.Variables.
+
+    Only the variable factory differs: the convolutions, layer sizes, variable order and
+    forward pass are the graph variant's by construction, and learner_loss takes the CNN
+    path (values of s_{t+1} only where needed) for it too.
+    """
+
+    def __init__(self, obs_shape: Sequence[int], num_actions: int,
+                 hidden_sizes: Sequence[int], **conv):
+        super().__init__(obs_shape, num_actions, hidden_sizes, "tf2",
+                         variable_factory=eager_variable, **conv)
+
+
+TF2Network = ActorCritic | ActorCriticCNN
+
+
+def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
+    """The network the graph worker builds for this env and --policy (model.build_network),
+    with eager variables. ValueError for the LSTM, which only the graph variant has."""
+    torso, recurrent = resolve_policy(config.policy, info.obs_shape)
+    if recurrent:
+        raise ValueError("the TF2 variants implement the mlp and cnn networks; --policy lstm "
+                         "is graph-only")
+    if torso == "cnn":
+        return ActorCriticCNN(info.obs_shape, info.num_actions, config.hidden_sizes,
+                              **graph_model.conv_settings(config))
+    return ActorCritic(info.obs_shape, info.num_actions, config.hidden_sizes)
+
+
+class FlatWeights:
+    """The variables of a network as one flat float32 vector [N] (variables order, each
+    flattened row-major): read() and assign(flat) are one tf.function call each.
+
+    One eager assign per variable costs an op dispatch each (12 for the CartPole MLP,
+    per update); one vector is also one numpy array to pickle or hand to Ray.
+    """
+
+    def __init__(self, variables: Sequence[tf.Variable]):
+        self.variables = list(variables)
+        self.shapes = [v.shape for v in self.variables]
+        self.sizes = [int(np.prod(shape)) for shape in self.shapes]
+        self.spec = tf.TensorSpec([sum(self.sizes)], tf.float32)
+        self.read = tf.function(self.flatten_variables, input_signature=[])
+        self.assign = tf.function(self._assign, input_signature=[self.spec])
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes)
+
+    def flatten(self, tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+        """One tensor per variable -> the flat vector [N] (inside a tf.function)."""
+        return tf.concat([tf.reshape(t, [-1]) for t in tensors], axis=0)
+
+    def split(self, flat: tf.Tensor) -> list[tf.Tensor]:
+        """The flat vector [N] -> one tensor per variable, in its shape."""
+        return [tf.reshape(part, shape)
+                for part, shape in zip(tf.split(flat, self.sizes), self.shapes)]
+
+    def flatten_variables(self) -> tf.Tensor:
+        return self.flatten([v.read_value() for v in self.variables])
+
+    def _assign(self, flat):
+        for variable, value in zip(self.variables, self.split(flat)):
+            variable.assign(value)
+
+
+def make_rollout_function(model: TF2Network, recorder: RolloutRecorder):
+    """tf.function: () -> one T-step rollout of the recorder's B envs, in one call.
+
+    Inside, `for t in tf.range(T)` (a tf.while_loop once traced): the policy on the current
+    observations, then the env step through tf.numpy_function, which records row t of every
+    field (RolloutRecorder.step, the graph variant's own). The loop carries only the
+    observations; one more numpy_function hands the filled buffers over after it, and
+    depends on the last observation, so on every env step. Returns a dict of the
+    recorder's fields, tensors [T, B, ...] (a3c_graph.core.rollout's keys and meanings).
+    """
+    envs, fields, T = recorder.envs, recorder.fields, recorder.T
+    obs_dtype = tf.as_dtype(np.dtype(envs.info.obs_dtype))
+    obs_shape = [envs.num_envs, *envs.info.obs_shape]
+
+    def env_step(t, actions):
+        return recorder.step(t, actions).next_obs
+
+    def collect(_last_obs):
+        return recorder.collect()
+
+    @tf.function(input_signature=[])
+    def rollout():
+        obs = tf.ensure_shape(tf.numpy_function(envs.observe, [], obs_dtype, stateful=True),
+                              obs_shape)
+        for t in tf.range(T):
+            actions = sample_actions(model(obs)[0])
+            obs = tf.ensure_shape(
+                tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True), obs_shape)
+        buffers = tf.numpy_function(collect, [obs], [f.dtype for f in fields], stateful=True)
+        return {f.name: tf.ensure_shape(buffer, f.shape) for f, buffer in zip(fields, buffers)}
+
+    return rollout
+
+
+def learner_signature(fields: Sequence[RolloutField]) -> dict[str, tf.TensorSpec]:
+    """TensorSpecs of the rollout fields the learner reads (those of the loss and the
+    finished episodes); static shapes, as learner_loss needs."""
+    keys = (*LEARNER_KEYS, "episode_returns")
+    return {field.name: tf.TensorSpec(field.shape, field.dtype) for field in fields
+            if field.name in keys}
+
+
+def make_gradient_function(model: TF2Network, weights: FlatWeights, config: A3CConfig,
+                           fields: Sequence[RolloutField]):
+    """tf.function: rollout -> (flat gradients [N] clipped to config.grad_clip_norm, the
+    returns [K] of the episodes that ended in it (time-major, so in the order they ended,
+    as in the graph), loss parts).
+
+    fields: the rollout's (a RolloutRecorder's `fields`), which fix its T and B. The
+    gradients are of learner_loss on `model` as it is when called (FlatWeights order). A
+    TF2 worker's learner, like the graph's, takes them on its local copy when it takes the
+    rollout from the queue, which can be newer than the copy that acted (worker_graph.py's
+    docstring: the policy lag).
+    """
+    signature = learner_signature(fields)
+
+    @tf.function(input_signature=[signature])
+    def gradients_of(rollout):
+        with tf.GradientTape() as tape:
+            loss, parts = learner_loss(model, rollout, config)
+        gradients = tape.gradient(loss, model.variables)
+        clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
+        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
+        finished = tf.boolean_mask(rollout["episode_returns"], done)
+        return weights.flatten(clipped), finished, {"loss": loss, "grad_norm": grad_norm,
+                                                    **parts}
+
+    return gradients_of
+
+
+@dataclass
+class RolloutResult:
+    """worker -> parameter holder: what the worker learned from one rollout."""
+
+    task: int
+    gradients: np.ndarray  # flat float32 [N], clipped (FlatWeights order); [0] acting only
+    env_steps: int  # T * B
+    finished_returns: list[float]  # returns of the episodes that ended, oldest first
+    entropy: float | None  # the policy's mean entropy on the rollout; None acting only
+    # The worker's own first applied update (its progress file's training_started), None
+    # until it has one: its --max-seconds count from there, as a graph worker's do.
+    started: float | None = None
+
+
+@dataclass
+class Reply:
+    """parameter holder -> worker: the flat weights after its update and the run's
+    counters, or the reason the worker stops (weights None then)."""
+
+    weights: np.ndarray | None
+    stats: dict[str, Any]
+    stop_reason: str | None
+
+
+class ParameterHolder:
+    """The network every worker trains, the shared Adam optimizer that updates it, and the
+    run's counters (benchmarks.variants.runtime.RunStats) that say when each worker stops.
+
+    The optimizer is tf.compat.v1.train.AdamOptimizer, the one the graph variant's ps runs
+    (it works eagerly and inside tf.function), so both apply the very same update rule.
+    One tf.function call applies a flat gradient and returns the flat weights after the
+    update: one message each way per update, as the graph's transfer.moved.
+    """
+
+    def __init__(self, config: A3CConfig, device: str, info: EnvInfo | None = None):
+        tf.random.set_seed(config.seed)
+        self.device = device
+        info = info or env_info(config.env, **env_options(config))
+        self.config = config
+        self.stats = RunStats(config)
+        with tf.device(device):
+            self.model = build_model(info, config)
+            self.weights = FlatWeights(self.model.variables)
+            # A variable, so the traced update reads the annealed rate of each step.
+            self.learning_rate = tf.Variable(config.learning_rate, trainable=False)
+            self.optimizer = tf1.train.AdamOptimizer(self.learning_rate,
+                                                     epsilon=config.adam_epsilon)
+            # Adam's slots are created on the first (only) trace, which tf.function allows.
+            self._apply = tf.function(self._apply_and_read, input_signature=[
+                self.weights.spec, tf.TensorSpec([], tf.float32)])
+            self._apply.get_concrete_function()  # traced in start-up
+
+    def _apply_and_read(self, flat_gradients, learning_rate):
+        self.learning_rate.assign(learning_rate)
+        self.optimizer.apply_gradients(zip(self.weights.split(flat_gradients),
+                                           self.model.variables))
+        return self.weights.flatten_variables()
+
+    def initial(self) -> Reply:
+        """The initial weights every worker starts from."""
+        with tf.device(self.device):
+            return Reply(self.weights.read().numpy(), self.stats.snapshot(), None)
+
+    def update(self, result: RolloutResult) -> Reply:
+        """Apply one worker's update, at the learning rate of the env steps so far (the
+        global count before this update's steps, as on the graph variant's ps), unless the
+        run has decided to stop; the weights after it, or why this worker stops."""
+        weights = None
+        if self.stats.stop_reason is None:  # not after the decision to stop
+            if result.gradients.size:  # acting only (--learn false): counted, not applied
+                learning_rate = np.float32(self.config.learning_rate_at(self.stats.env_steps))
+                with tf.device(self.device):
+                    weights = self._apply(result.gradients, learning_rate).numpy()
+            self.stats.record(result.task, result.env_steps, result.finished_returns,
+                              result.started)
+        reason = self.stats.stop_reason_for(result.task)
+        return Reply(None if reason else weights, self.stats.snapshot(), reason)
+
+    def request_stop(self, reason: str) -> None:
+        """Stop the run from outside (a signal, the deadline): every worker is told so with
+        the reply to its next update."""
+        if self.stats.stop_reason is None:
+            self.stats.stop_reason = reason

@@ -1,0 +1,180 @@
+"""A TF2 worker, as both TF2 variants run it: actor threads fill a queue, a learner drains it.
+
+The graph worker's design in TF2 code (a3c_graph.core.rollout, a3c_graph.distributed.worker_graph):
+
+    actor thread k   (--actor-threads of them, each with its own B envs, seeded as the
+                     graph's actor k): rollouts of T steps, each one call of a tf.function
+                     (tf2_common.make_rollout_function) on the worker's local copy of the
+                     network, put on a queue.Queue(maxsize=--queue-capacity); a put waits
+                     while the queue is full, as the graph's FIFOQueue enqueue does.
+    learner          (the caller's thread): takes the next rollout, its clipped gradients on
+                     the local copy as it is now (one tf.function call), hands them to
+                     `exchange` (the variant's way to the parameter holder and back) and
+                     sets the local copy from the weights that come back (one call). With
+                     --learn false (the acting ceiling) it only counts the rollout.
+
+So acting goes on while the learner computes gradients and waits for the parameter holder,
+and the policy lag is the graph's: a rollout waits behind up to --queue-capacity others,
+and a refresh of the local copy can land while a rollout is being collected. Threads, not
+processes: the tf.function calls and the env's C++ release the GIL; the env step's Python
+takes it.
+
+The learner's loop (train) writes the progress file with a3c_graph.progress's one clock:
+start-up ends at the first applied update, and the final report is written as soon as the
+parameter holder says stop, before the actors are stopped and the envs closed.
+
+This module imports TF (through tf2_common): import it only in a process that has chosen
+its device (benchmarks.variants.runtime.pin_visible_gpus).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import tensorflow as tf
+
+from a3c_graph.core.config import A3CConfig
+from a3c_graph.core.envs import EnvBatch, env_options
+from a3c_graph.core.rollout import RolloutRecorder
+from a3c_graph.progress import ProgressFile
+from benchmarks.variants import tf2_common
+from benchmarks.variants.tf2_common import Reply, RolloutResult
+
+# A blocked put or get wakes up this often to check whether the worker is stopping.
+WAKE_SECS = 0.2
+# How long stop() waits for an actor thread to finish its rollout.
+ACTOR_JOIN_SECS = 10.0
+
+
+class TF2Worker:
+    """The envs, local copy, tf.functions and actor threads of one worker process."""
+
+    def __init__(self, config: A3CConfig, task: int, device: str):
+        seed = config.seed + 1000 * task  # the graph worker's seeds for task `task`
+        tf.random.set_seed(seed)
+        self.task = task
+        self.device = device
+        self.learning = config.learn
+        # One EnvBatch per actor thread, seeded as the graph's actor threads' envs.
+        self.recorders = [
+            RolloutRecorder(EnvBatch(config.env, config.envs_per_worker, seed=seed + 100 * k,
+                                     **env_options(config)), config.rollout_length)
+            for k in range(config.actor_threads)]
+        info = self.recorders[0].envs.info
+        with tf.device(device):
+            self.model = tf2_common.build_model(info, config)
+            self.weights = tf2_common.FlatWeights(self.model.variables)
+            self.rollout_functions = [tf2_common.make_rollout_function(self.model, recorder)
+                                      for recorder in self.recorders]
+            self.gradients_of = tf2_common.make_gradient_function(
+                self.model, self.weights, config, self.recorders[0].fields)
+            # Traced now, in start-up, as the graph variant builds its graph before it
+            # trains; not by the threads that first call them.
+            for function in self.rollout_functions:
+                function.get_concrete_function()
+            if self.learning:
+                self.gradients_of.get_concrete_function()
+            self.weights.assign.get_concrete_function()
+        self.learner_keys = tuple(tf2_common.learner_signature(self.recorders[0].fields))
+        self.rollouts: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
+        self.stopping = threading.Event()
+        self.actor_error: BaseException | None = None
+        self.threads = [threading.Thread(target=self._act, args=(fn,), name=f"actor_{k}",
+                                         daemon=True)
+                        for k, fn in enumerate(self.rollout_functions)]
+
+    def set_weights(self, flat: np.ndarray) -> None:
+        with tf.device(self.device):
+            self.weights.assign(flat)
+
+    def start_actors(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def _act(self, rollout_function) -> None:
+        try:
+            while not self.stopping.is_set():
+                with tf.device(self.device):
+                    rollout = rollout_function()
+                while not self.stopping.is_set():
+                    try:
+                        self.rollouts.put(rollout, timeout=WAKE_SECS)
+                        break
+                    except queue.Full:
+                        continue
+        except BaseException as error:  # the learner re-raises it in its own thread
+            self.actor_error = error
+            self.stopping.set()
+
+    def next_rollout(self) -> dict | None:
+        """The next rollout, or None after WAKE_SECS without one (check whether to stop).
+        An actor thread's exception is raised here, in the learner's thread."""
+        try:
+            return self.rollouts.get(timeout=WAKE_SECS)
+        except queue.Empty:
+            if self.actor_error is not None:
+                raise self.actor_error from None
+            return None
+
+    def learn(self, rollout: dict) -> RolloutResult:
+        """The result of one rollout: its clipped gradients on the local copy as it is now,
+        or, acting only (--learn false, the acting ceiling), none: the rollout is counted
+        and dropped, as the graph's learner does then."""
+        env_steps = int(np.prod(rollout["rewards"].shape))
+        if not self.learning:
+            done = np.logical_or(rollout["terminated"].numpy(), rollout["truncated"].numpy())
+            finished = rollout["episode_returns"].numpy()[done]
+            return RolloutResult(self.task, np.zeros(0, np.float32), env_steps,
+                                 [float(r) for r in finished], None)
+        with tf.device(self.device):
+            gradients, finished, parts = self.gradients_of(
+                {key: rollout[key] for key in self.learner_keys})
+        return RolloutResult(self.task, gradients.numpy(), env_steps,
+                             [float(r) for r in finished.numpy()], float(parts["entropy"]))
+
+    def stop(self) -> None:
+        """Stop the actor threads (each finishes its rollout) and close the envs."""
+        self.stopping.set()
+        for thread in self.threads:
+            if thread.ident is not None:
+                thread.join(timeout=ACTOR_JOIN_SECS)
+        for recorder in self.recorders:
+            recorder.envs.close()
+
+
+def train(worker: TF2Worker, progress: ProgressFile,
+          exchange: Callable[[RolloutResult], Reply | None],
+          stopped_from_outside: Callable[[], bool]) -> str:
+    """The learner's loop, until the parameter holder says stop; returns its reason.
+
+    exchange: send one result to the parameter holder and wait for its Reply; None if the
+    run is being stopped from outside meanwhile (then, as after stopped_from_outside(),
+    the reason is "signal"). The worker's local copy must hold the initial weights.
+    """
+    reason = "signal"
+    worker.start_actors()
+    try:
+        while not stopped_from_outside():
+            rollout = worker.next_rollout()
+            if rollout is None:
+                continue
+            result = worker.learn(rollout)
+            result.started = progress.training_started
+            reply = exchange(result)
+            if reply is None:
+                break
+            progress.update(reply.stats, result.env_steps, result.entropy)
+            if reply.stop_reason is not None:
+                reason = reply.stop_reason
+                break
+            if reply.weights is not None:  # None acting only: nothing was applied
+                worker.set_weights(reply.weights)
+            if progress.due():
+                progress.write("running")
+        progress.write("done", stop_reason=reason)
+    finally:
+        worker.stop()
+    return reason
