@@ -37,7 +37,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from a3c_graph.core.config import A3CConfig, is_atari, resolve_policy
+from a3c_graph.core.config import A3CConfig, is_atari
+from a3c_graph.core.network_spec import network_settings
 
 CONFIG_FILE = "config.json"
 STATE_FILE = "checkpoint"  # the Saver's checkpoint state file (a CheckpointState text proto)
@@ -178,11 +179,11 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     (flag, value there, value here), most telling first.
 
     Variables follow from the env (observation shape, number of actions; ALE's
-    --full-action-space changes the actions, --screen-size and --frame-stack the shape), the
-    policy after `auto` is resolved, --hidden-sizes, --conv-filters and --conv-stride for a
-    cnn torso, and --lstm-size for a recurrent policy. Nothing else (learning rate, rollout
-    length, envs per worker, ...) changes a variable's name or shape. `obs_shape` is
-    the env's (both configs must name the same env for the rest to be compared).
+    --full-action-space changes the actions, --screen-size and --frame-stack the shape) and
+    from the flags network_spec.network_settings names (the policy after `auto` is
+    resolved); nothing else (learning rate, rollout length, envs per worker, ...) changes a
+    variable's name or shape. `obs_shape` is the env's (both configs must name the same env
+    for the rest to be compared).
     """
     if there.env != here.env:
         return [("env", there.env, here.env)]
@@ -192,29 +193,25 @@ def network_differences(there: A3CConfig, here: A3CConfig,
             values = [str(getattr(c, flag)).lower() for c in (there, here)]
             if values[0] != values[1]:
                 differences.append((flag.replace("_", "-"), *values))
-    kinds = [_network_kind(c.policy, obs_shape) for c in (there, here)]
+    settings = [_network_settings(c, obs_shape) for c in (there, here)]
+    kinds = [s["policy"] for s in settings]
     if kinds[0] != kinds[1]:
         shown = [c.policy if c.policy == kind else f"{c.policy} ({kind})"
                  for c, kind in zip((there, here), kinds)]
         differences.append(("policy", *shown))
-    convolutions = "mlp" not in kinds and len(obs_shape) in (2, 3)  # a cnn torso both sides
-    for flag in ("hidden_sizes", "conv_filters", "conv_stride"):
-        if flag != "hidden_sizes" and not convolutions:
-            continue
-        if str(getattr(there, flag)) != str(getattr(here, flag)):
-            differences.append((flag.replace("_", "-"), _sizes(getattr(there, flag)),
-                                _sizes(getattr(here, flag))))
-    if kinds[0] == kinds[1] == "lstm" and there.lstm_size != here.lstm_size:
-        differences.append(("lstm-size", str(there.lstm_size), str(here.lstm_size)))
+    for name in ("hidden_sizes", "conv_filters", "conv_stride", "lstm_size"):
+        if name in settings[0] and name in settings[1]:  # a setting both networks have
+            values = [s[name] for s in settings]
+            if str(values[0]) != str(values[1]):
+                differences.append((name.replace("_", "-"), *map(_sizes, values)))
     return differences
 
 
-def _network_kind(policy: str, obs_shape: Sequence[int]) -> str:
+def _network_settings(config: A3CConfig, obs_shape: Sequence[int]) -> dict[str, object]:
     try:
-        torso, recurrent = resolve_policy(policy, obs_shape)
-    except ValueError:
-        return policy
-    return "lstm" if recurrent else torso
+        return network_settings(config, obs_shape)
+    except ValueError:  # --policy cnn on vectors: no network, only the flags to compare
+        return {"policy": config.policy, "hidden_sizes": tuple(config.hidden_sizes)}
 
 
 def _sizes(sizes: Sequence[int] | int) -> str:

@@ -1,6 +1,6 @@
-"""Device placement: which device every task uses, and how its process is told.
-
-    python -m a3c_graph.devices plan --workers 4 --gpus 0,1 [--json] [--mechanism config]
+"""Devices: which GPUs this machine shows, what --gpus asks for, and what one task's process
+is given to run where it should (the launcher's plan for a whole cluster, built from these,
+is a3c_graph/launcher/device_plan.py; docs/devices.md has the user's view).
 
 TensorFlow offers three ways to choose devices, and this project uses each in one place:
 
@@ -17,23 +17,15 @@ TensorFlow offers three ways to choose devices, and this project uses each in on
     through soft placement) and to ``.../cpu:0`` otherwise; the globals are pinned to the
     ps's CPU; evaluate.py pins each of several graphs in one process to its own device.
 
-A plan uses exactly one of the first two per process: the launcher's children get
+A process uses exactly one of the first two: the launcher's children get
 CUDA_VISIBLE_DEVICES and an empty visible_device_list; a hand-started task gets
 visible_device_list and its environment is left as the user set it.
 
 Three flags, three questions, one spelling each: ``--gpus SPEC`` is which GPUs a command
-spreads its processes over (the launcher, ``plan``, and the TF2 benchmark variants, which
-read it through requested_ids); ``--gpu ID`` is the one GPU of a task started by hand (the
-worker; what the config mechanism writes into a task's command); ``--devices`` is where
-evaluate pins each of its graphs, CPU devices included.
-
-``--gpus`` (launcher, ``plan``, TF2 variants): ``none`` (every task on CPU, the default), ``auto``
-(every GPU visible here; CPU with one note if there is none), ``count:N`` (the first N
-visible GPUs), or GPU ids ``0`` / ``0,1,3`` (as this process sees them, i.e. counted within
-its own CUDA_VISIBLE_DEVICES, like visible_device_list). ps tasks always run on CPU; workers
-are spread round-robin over the GPUs. Memory: ``allow_growth`` unless
-``--gpu-memory-fraction F`` (``per_process_gpu_memory_fraction``), which must fit the number
-of tasks sharing a GPU.
+spreads its processes over (the launcher, and the TF2 benchmark variants, which read it
+through requested_ids): ``none``, ``auto``, ``count:N`` or ids ``0,1,3`` counted within the
+process's own CUDA_VISIBLE_DEVICES; ``--gpu ID`` is the one GPU of a task started by hand
+(the worker); ``--devices`` is where evaluate pins each of its graphs, CPU devices included.
 
 Visible GPUs are found without importing TF (whose start-up prints lines of its own): from
 ``nvidia-smi -L``, else from ``/proc/driver/nvidia/gpus``, then narrowed by
@@ -45,19 +37,14 @@ use.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a3c_graph.cli import OneLineParser, UsageError, fail
-
-PROG = "a3c_graph.devices"
 FAKE_GPUS_ENV = "A3C_GRAPH_FAKE_GPUS"
 CUDA_ENV = "CUDA_VISIBLE_DEVICES"
 HIDE_ALL_GPUS = "-1"  # an invalid first entry: CUDA then shows the process no GPU at all
@@ -66,7 +53,6 @@ NVIDIA_SMI_TIMEOUT_SECS = 10.0
 
 ENV_MECHANISM = "CUDA_VISIBLE_DEVICES"
 CONFIG_MECHANISM = "visible_device_list"
-MECHANISMS = {"env": ENV_MECHANISM, "config": CONFIG_MECHANISM}
 
 
 class DeviceError(ValueError):
@@ -122,7 +108,7 @@ def _ids(ids) -> str:
     return ", ".join(str(i) for i in ids)
 
 
-def _gpus_are(ids: Sequence[int]) -> str:
+def gpus_are(ids: Sequence[int]) -> str:
     return f"GPU {ids[0]} is" if len(ids) == 1 else f"GPUs {_ids(ids)} are"
 
 
@@ -246,7 +232,24 @@ def check_memory_fraction(fraction: float | None, flag: str = "--gpu-memory-frac
         raise DeviceError(f"{flag} must be in (0, 1], got {fraction:g}")
 
 
-# --------------------------------------------------------------------------- the plan
+def requested_ids(request: GpuRequest, inventory: GpuInventory
+                  ) -> tuple[tuple[int, ...], list[str]]:
+    """(the GPU ids a --gpus request names, as this process sees them; notes to show once).
+
+    Ids beyond what `inventory` shows are kept: the caller decides whether that is an error.
+    """
+    if request.kind == "none":
+        return (), []
+    if request.kind == "auto":
+        ids = tuple(range(inventory.count))
+        notes = [] if ids else [f"--gpus auto: {inventory.describe()}; every task runs on CPU"]
+        return ids, notes
+    if request.kind == "count":
+        return tuple(range(request.count)), []
+    return request.ids, []
+
+
+# --------------------------------------------------------------------------- one task's device
 
 @dataclass(frozen=True)
 class TaskDevice:
@@ -268,11 +271,6 @@ class TaskDevice:
     @property
     def on_gpu(self) -> bool:
         return self.gpu is not None
-
-    def to_json(self) -> dict:
-        return {"task": f"{self.job}:{self.index}", "job": self.job, "index": self.index,
-                "device": self.device, "gpu": self.gpu, "env": dict(self.env),
-                "flags": list(self.flags), "config": {k: dict(v) for k, v in self.config.items()}}
 
 
 def task_device(job: str, index: int, gpu: int | None, mechanism: str,
@@ -312,157 +310,6 @@ def task_device(job: str, index: int, gpu: int | None, mechanism: str,
         config = {"gpu_options": options}
     return TaskDevice(job=job, index=index, gpu=gpu, device=device, mechanism=mechanism,
                       env=env, flags=tuple(flags), config=config)
-
-
-@dataclass(frozen=True)
-class DevicePlan:
-    """Every planned task's device: ps on CPU, workers round-robin over the GPUs."""
-
-    request: GpuRequest
-    inventory: GpuInventory
-    gpus: tuple[int, ...]  # GPU ids used, as the planning process sees them
-    mechanism: str
-    memory_fraction: float | None
-    tasks: tuple[TaskDevice, ...]
-    missing: tuple[int, ...] = ()  # planned GPU ids this machine does not show
-    notes: tuple[str, ...] = ()  # said once, e.g. "--gpus auto found no GPU"
-
-    def for_task(self, job: str, index: int) -> TaskDevice:
-        for task in self.tasks:
-            if (task.job, task.index) == (job, index):
-                return task
-        raise KeyError(f"{job} {index} is not in the plan")
-
-    def check_visible(self, flag: str = "--gpus") -> None:
-        """DeviceError unless every planned GPU is visible here (a real start needs them)."""
-        if self.missing:
-            raise DeviceError(f"{flag} {self.request.text}: {_gpus_are(self.missing)} not "
-                              f"visible: {self.inventory.describe()}")
-
-    def missing_warning(self) -> str | None:
-        if not self.missing:
-            return None
-        return (f"{_gpus_are(self.missing)} not visible: {self.inventory.describe()}; the plan "
-                "is for a machine that has them, a start here fails")
-
-    def memory_text(self) -> str:
-        if self.memory_fraction is None:
-            return "allow_growth"
-        return f"per_process_gpu_memory_fraction {self.memory_fraction:g}"
-
-    def summary_line(self) -> str:
-        """One line for the launcher: which tasks share which GPU."""
-        if not self.gpus:
-            return "devices: every task on CPU"
-        parts = []
-        cpu = [t.label for t in self.tasks if not t.on_gpu]
-        if cpu:
-            parts.append(f"{', '.join(cpu)} on CPU")
-        for gpu in self.gpus:
-            on = [t.label for t in self.tasks if t.gpu == gpu]
-            if on:
-                parts.append(f"{', '.join(on)} on GPU {gpu}")
-        return f"devices: {'; '.join(parts)} (by {self.mechanism}; {self.memory_text()})"
-
-    def to_json(self) -> dict:
-        inv = self.inventory
-        return {
-            "gpus": self.request.text,
-            "gpu_ids": list(self.gpus),
-            "mechanism": self.mechanism,
-            "memory": ({"allow_growth": True} if self.memory_fraction is None
-                       else {"per_process_gpu_memory_fraction": self.memory_fraction}),
-            "visible_here": {"gpu_ids": list(range(inv.count)), "source": inv.source,
-                             CUDA_ENV: inv.cuda_visible_devices},
-            "missing_here": list(self.missing),
-            "tasks": [task.to_json() for task in self.tasks],
-        }
-
-    def table(self) -> str:
-        head = (f"--gpus {self.request.text}: "
-                + (f"GPU(s) {_ids(self.gpus)}" if self.gpus else "CPU only")
-                + f"; per task by {self.mechanism}; memory: {self.memory_text()}")
-        rows = [("task", "device", "environment", "worker flags", "ConfigProto")]
-        for task in self.tasks:
-            rows.append((task.label, task.device,
-                         " ".join(f"{k}={v}" for k, v in sorted(task.env.items())) or "-",
-                         " ".join(task.flags) or "-", _config_text(task.config)))
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-        lines = [head, f"on this machine: {self.inventory.describe()}"]
-        for row in rows:
-            cells = [cell.ljust(width) for cell, width in zip(row, widths)]
-            lines.append("  ".join([*cells, row[-1]]).rstrip())
-        return "\n".join(lines)
-
-
-def _config_text(config: Mapping[str, dict]) -> str:
-    def value(v):
-        return json.dumps(v) if isinstance(v, (bool, str)) else f"{v:g}"
-    return "; ".join(f"{name} {{{', '.join(f'{k}: {value(v)}' for k, v in sorted(opts.items()))}}}"
-                     for name, opts in config.items())
-
-
-def requested_ids(request: GpuRequest, inventory: GpuInventory
-                  ) -> tuple[tuple[int, ...], list[str]]:
-    """(the GPU ids a --gpus request names, as this process sees them; notes to show once).
-
-    Ids beyond what `inventory` shows are kept: the caller decides whether that is an error.
-    """
-    if request.kind == "none":
-        return (), []
-    if request.kind == "auto":
-        ids = tuple(range(inventory.count))
-        notes = [] if ids else [f"--gpus auto: {inventory.describe()}; every task runs on CPU"]
-        return ids, notes
-    if request.kind == "count":
-        return tuple(range(request.count)), []
-    return request.ids, []
-
-
-def plan_devices(tasks: Sequence[tuple[str, int]], gpus: str | GpuRequest = "none",
-                 memory_fraction: float | None = None, mechanism: str = ENV_MECHANISM,
-                 inventory: GpuInventory | None = None) -> DevicePlan:
-    """The device of each (job, index) in `tasks`; DeviceError for a plan that cannot work.
-
-    Workers take the GPUs round-robin in the order given; planned GPUs this machine does not
-    show are listed in `missing` (a dry run may plan for another machine; check_visible()
-    before a real start).
-    """
-    request = parse_gpus(gpus) if isinstance(gpus, str) else gpus
-    check_memory_fraction(memory_fraction)
-    if mechanism not in (ENV_MECHANISM, CONFIG_MECHANISM):
-        raise DeviceError(f"unknown mechanism {mechanism!r}")
-    inventory = detect_gpus() if inventory is None else inventory
-    ids, notes = requested_ids(request, inventory)
-    missing = tuple(gpu for gpu in ids if gpu >= inventory.count)
-    # GPUs around (used by the plan, or on this machine): the env plan hides them from CPU tasks.
-    hide = bool(ids) or inventory.count > 0
-    workers = [key for key in tasks if key[0] == "worker"]
-    planned = []
-    for job, index in tasks:
-        gpu = ids[workers.index((job, index)) % len(ids)] if ids and job == "worker" else None
-        planned.append(task_device(
-            job, index, gpu, mechanism, memory_fraction,
-            physical=None if gpu is None else inventory.physical_id(gpu), hide_gpus=hide))
-    plan = DevicePlan(request=request, inventory=inventory, gpus=ids, mechanism=mechanism,
-                      memory_fraction=memory_fraction, tasks=tuple(planned), missing=missing,
-                      notes=tuple(notes))
-    _check_memory_shares(plan)
-    return plan
-
-
-def _check_memory_shares(plan: DevicePlan) -> None:
-    """DeviceError if the tasks sharing a GPU would ask for more than all of its memory."""
-    fraction = plan.memory_fraction
-    if fraction is None:
-        return
-    for gpu in plan.gpus:
-        sharing = [t.label for t in plan.tasks if t.gpu == gpu]
-        if len(sharing) * fraction > 1.0 + 1e-9:
-            raise DeviceError(
-                f"--gpu-memory-fraction {fraction:g} does not fit: {len(sharing)} tasks share "
-                f"GPU {gpu} ({', '.join(sharing)}) and {len(sharing)} x {fraction:g} > 1; "
-                f"use at most {int(1000 / len(sharing)) / 1000:g}")
 
 
 def process_task_device(job: str, index: int, gpu: int | None,
@@ -543,7 +390,7 @@ def check_devices_visible(devices: Sequence[str], inventory: GpuInventory | None
     inventory = detect_gpus() if inventory is None else inventory
     missing = [gpu for gpu in wanted if gpu >= inventory.count]
     if missing:
-        raise DeviceError(f"{flag}: {_gpus_are(missing)} not visible: {inventory.describe()}")
+        raise DeviceError(f"{flag}: {gpus_are(missing)} not visible: {inventory.describe()}")
 
 
 def shared_session_config(devices: Sequence[str], memory_fraction: float | None = None):
@@ -575,7 +422,7 @@ def devices_that_ran(run_metadata, graph) -> list[str]:
 # --------------------------------------------------------------------------- command line
 
 def add_gpu_arguments(parser: argparse.ArgumentParser, default: str = "none") -> None:
-    """--gpus and --gpu-memory-fraction, as the launcher and `plan` take them."""
+    """--gpus and --gpu-memory-fraction, as the launcher takes them."""
     parser.add_argument("--gpus", default=default, metavar="SPEC",
                         help=f"GPUs for the workers: {GPUS_FORMS} (ids as this process sees "
                              f"them). ps tasks always run on CPU; workers take the GPUs "
@@ -583,45 +430,3 @@ def add_gpu_arguments(parser: argparse.ArgumentParser, default: str = "none") ->
     parser.add_argument("--gpu-memory-fraction", type=float, default=None, metavar="F",
                         help="per_process_gpu_memory_fraction of each GPU task instead of "
                              "allow_growth; the tasks sharing a GPU must fit in it.")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog=PROG, allow_abbrev=False,
-                            description="Show which device each task of a cluster would use.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="plan",
-                                     parser_class=OneLineParser)
-    plan = commands.add_parser("plan", allow_abbrev=False,
-                               help="Print the device plan of a cluster.")
-    plan.add_argument("--workers", type=int, default=2, help="Worker tasks (default: 2).")
-    plan.add_argument("--ps", type=int, default=1, help="ps tasks (default: 1).")
-    add_gpu_arguments(plan)
-    plan.add_argument("--mechanism", choices=sorted(MECHANISMS), default="env",
-                      help="env: CUDA_VISIBLE_DEVICES per task, as the launcher starts them "
-                           "(default); config: visible_device_list, as tasks started by hand "
-                           "with --gpu ID.")
-    plan.add_argument("--json", action="store_true", help="Print the plan as JSON.")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-        for flag in ("workers", "ps"):
-            if getattr(args, flag) < 1:
-                raise DeviceError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
-        tasks = [("ps", i) for i in range(args.ps)] + [("worker", i) for i in range(args.workers)]
-        plan = plan_devices(tasks, args.gpus, args.gpu_memory_fraction,
-                            MECHANISMS[args.mechanism])
-    except (DeviceError, UsageError) as error:
-        return fail(PROG, error)
-    for note in plan.notes:
-        print(f"{PROG}: note: {note}", file=sys.stderr)
-    warning = plan.missing_warning()
-    if warning:
-        print(f"{PROG}: warning: {warning}", file=sys.stderr)
-    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.table())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,11 +8,10 @@ Slurm resolver, evaluate.main called from Python) sets them only while it runs
 * TF_CPP_MIN_LOG_LEVEL=2: TF's C++ start-up lines (CPU features, CUDA probing) stay off
   stderr, where a task's one-line errors go.
 * TF_USE_LEGACY_KERAS=1: `import tensorflow` (2.21) loads all of Keras 3, matplotlib
-  included, so that Keras's optimizers register for SavedModel; that is about 0.8 s of
-  every process's start-up, and about 1.6 s when a ps and two workers start at once on two
-  cores (benchmarks/PERFORMANCE.md). Nothing here uses Keras. The variable points tf.keras
-  at the separate tf_keras package instead; it is not a dependency, so TF skips the load
-  and tf.keras would fail if anything used it.
+  included, so that Keras's optimizers register for SavedModel, a large part of every
+  process's start-up (benchmarks/PERFORMANCE.md). Nothing here uses Keras. The variable
+  points tf.keras at the separate tf_keras package instead; it is not a dependency, so TF
+  skips the load and tf.keras would fail if anything used it.
 """
 
 from __future__ import annotations

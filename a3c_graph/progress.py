@@ -16,8 +16,8 @@ from them. Keys of a progress file:
   task's updates since its last write; None if it made none).
 
 Each write is also appended as one JSON line to <logdir>/progress/worker_<i>.jsonl: the
-run's history, from which benchmarks.learning draws its learning curves and benchmarks.run
-its timings.
+run's history, from which run_timing takes start-up and steps/s (for summary.json and
+benchmarks.run alike) and benchmarks.learning draws its learning curves.
 
 One clock for every program that writes these files (the graph worker and the TF2 benchmark
 variants): start-up ends at the task's first applied update (its first update() here),
@@ -35,7 +35,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,21 +217,45 @@ def run_totals(progress: Mapping[int, dict]) -> Totals | None:
     )
 
 
-def run_timing(progress: Mapping[int, dict], totals: Totals | None,
-               started: float) -> tuple[float | None, float | None]:
-    """(start-up seconds, env steps/s after start-up) of a run launched at `started`.
+def training_started(history: Sequence[Mapping[str, Any]]) -> float | None:
+    """The run's first applied update (unix time): the earliest training_started reported
+    in `history` (read_history's rows)."""
+    return min((float(row["training_started"]) for row in history
+                if row.get("training_started")), default=None)
 
-    Start-up runs from launch until the first worker trains (TF import, servers, graph,
-    init). Steps/s counts this run's own steps: after a restore the global counter also
-    holds earlier runs'.
+
+def training_reports(history: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The reports from the one written at the run's first applied update on, oldest first."""
+    started = training_started(history)
+    if started is None:
+        return []
+    return [row for row in history
+            if row.get("training_started") and float(row["time"]) >= started]
+
+
+def run_timing(history: Sequence[Mapping[str, Any]],
+               launched: float) -> tuple[float | None, float | None]:
+    """(start-up seconds, env steps/s after start-up) of the run launched at `launched`,
+    from its progress history (read_history), unrounded; None for what it cannot tell yet.
+
+    Start-up runs from launch to the run's first applied update (TF import, servers, graph,
+    init). Steps/s is the global env steps between the report written at that update and
+    the newest report (the final one once the run has stopped), over the time between them:
+    both ends read the same counter, so the first rollouts, collected during start-up, are
+    not counted, a restarted worker's steps are, and after a restore the steps of earlier
+    runs cancel out. Only reports written since launch count: a logdir a run resumes in (or
+    a requeued Slurm job) still holds the history of the runs before.
     """
-    if not (totals and totals.training_started):
+    history = [row for row in history if float(row.get("time") or 0.0) >= launched]
+    started = training_started(history)
+    if started is None:
         return None, None
-    startup_seconds = round(totals.training_started - started, 1)
-    if totals.time <= totals.training_started:
-        return startup_seconds, None
-    run_steps = sum(int(p.get("local_env_steps") or 0) for p in progress.values())
-    return startup_seconds, round(run_steps / (totals.time - totals.training_started), 1)
+    reports = training_reports(history)
+    if len(reports) < 2 or reports[-1]["time"] <= reports[0]["time"]:
+        return started - launched, None
+    first, last = reports[0], reports[-1]
+    return started - launched, (last["env_steps"] - first["env_steps"]) / (
+        last["time"] - first["time"])
 
 
 def summary_fields(logdir: Path, started: float) -> tuple[dict[str, Any], Totals | None]:
@@ -239,9 +263,8 @@ def summary_fields(logdir: Path, started: float) -> tuple[dict[str, Any], Totals
 
     Whoever ran the tasks (the launcher, a TF2 benchmark variant) adds its own keys.
     """
-    progress = read_progress(logdir)
-    totals = run_totals(progress)
-    startup_seconds, steps_per_sec = run_timing(progress, totals, started)
+    totals = run_totals(read_progress(logdir))
+    startup_seconds, steps_per_sec = run_timing(read_history(logdir), started)
     return {
         "solved": bool(totals and totals.solved),
         "wall_seconds": round(time.time() - started, 1),
@@ -249,6 +272,6 @@ def summary_fields(logdir: Path, started: float) -> tuple[dict[str, Any], Totals
         "global_step": totals.global_step if totals else 0,
         "episodes": totals.episodes if totals else 0,
         "mean_return_100": totals.mean_return_100 if totals else None,
-        "startup_seconds": startup_seconds,
-        "env_steps_per_sec": steps_per_sec,
+        "startup_seconds": None if startup_seconds is None else round(startup_seconds, 1),
+        "env_steps_per_sec": None if steps_per_sec is None else round(steps_per_sec, 1),
     }, totals

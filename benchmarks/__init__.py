@@ -6,6 +6,7 @@ measured side by side, and the suites that measure what one way does.
     suites/       learning, soak, step_cost: one property each, through the harness
     ps_capacity/  how many ps tasks a cluster needs, measured on simulated hosts
     probes/       small experiments that answer one question about TF
+    common        what every command does: its private network, no process left behind
 
 The commands users type (python -m benchmarks.run, .learning, .soak, .step_cost,
 .ps_capacity) are the thin modules at this level.

@@ -190,7 +190,7 @@ def nsenter_command(pid: int, argv: Sequence[str]) -> list[str]:
 
 
 # Waits on stdin: the holder lives until we stop it (by its pid) or our end of the pipe closes.
-HOLDER = ("import sys; from a3c_graph import netns; netns.enter_private_network(); "
+HOLDER = ("import sys; from a3c_graph.launcher import netns; netns.enter_private_network(); "
           "print('ready', flush=True); sys.stdin.read()")
 LISTENER = ("import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
             "print(s.getsockname()[1], flush=True); sys.stdin.read()")

@@ -1,4 +1,4 @@
-"""A slow NumPy ground truth for the loss a worker learns from (worker_graph.learner_loss).
+"""A slow NumPy ground truth for the loss a worker learns from (core/learner.learner_loss).
 
 Written from the definitions, in float64, sharing no code with the implementation:
 
@@ -25,7 +25,7 @@ weights (cnn_forward, lstm_step), written as loops over output pixels and time s
   LSTM    [i, f, g, o] = [x, h] K + b;  c' = sigmoid(f + 1) c + sigmoid(i) tanh(g);
           h' = sigmoid(o) tanh(c');  the heads read h'
 
-Used by tests/test_worker_graph.py (the graph's learner), tests/test_model.py (the networks) and
+Used by tests/test_learner.py (the learner), tests/test_model.py (the networks) and
 tests/test_benchmarks.py (the TF2 variants).
 """
 

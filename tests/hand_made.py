@@ -1,4 +1,4 @@
-"""A hand-made rollout and random weights, for the learner's tests (test_worker_graph.py and
+"""A hand-made rollout and random weights, for the learner's tests (test_learner.py and
 test_worker_graph_cluster.py).
 
 Shapes are time-major as in a3c_graph.core.rollout: T steps of B envs, [T, B, ...].

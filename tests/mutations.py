@@ -86,7 +86,7 @@ MUTATIONS = [
              "ReLU for ELU after the convolutions"),
     Mutation("mlp-activation", "a3c_graph/core/model.py",
              "                x = tf.tanh(x)", "                x = tf.nn.relu(x)",
-             "tests/test_worker_graph.py::test_learner_loss_matches_the_numpy_ground_truth"
+             "tests/test_learner.py::test_learner_loss_matches_the_numpy_ground_truth"
              "[True-False]",
              "ReLU for tanh in the MLP towers"),
     Mutation("lstm-forget-bias", "a3c_graph/core/model.py",
@@ -128,16 +128,16 @@ MUTATIONS = [
              "tests/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[2]",
              "gradients applied to another variable of the same shape"),
-    Mutation("anneal", "a3c_graph/distributed/worker_graph.py",
+    Mutation("anneal", "a3c_graph/core/learner.py",
              "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
              "learning_rate *= 1.0",
              "tests/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the optimizer's learning rate not annealed"),
-    Mutation("nonfinite-rate", "a3c_graph/distributed/worker_graph.py",
+    Mutation("nonfinite-rate", "a3c_graph/core/learner.py",
              "learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)",
              "learning_rate = config.learning_rate + 0.0 * tf.cast(is_finite, tf.float32)",
-             "tests/test_worker_graph.py::test_the_learning_rate_op_anneals_linearly_over_max_steps"
+             "tests/test_learner.py::test_the_learning_rate_op_anneals_linearly_over_max_steps"
              "[True-250-False-0.0]",
              "a NaN/inf update applied at the full learning rate"),
     Mutation("env-steps-seen", "a3c_graph/distributed/worker_graph.py",
@@ -146,23 +146,23 @@ MUTATIONS = [
              "tests/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the anneal stuck at the env steps of the first read"),
-    Mutation("no-clip", "a3c_graph/distributed/worker_graph.py",
+    Mutation("no-clip", "a3c_graph/core/learner.py",
              "tf.clip_by_global_norm(gradients, config.grad_clip_norm)",
              "tf.clip_by_global_norm(gradients, 1e9)",
-             "tests/test_worker_graph.py::test_the_update_is_clipped_to_the_global_norm_and_reports_the"
+             "tests/test_learner.py::test_the_update_is_clipped_to_the_global_norm_and_reports_the"
              "_norm_before[clipped]",
              "gradients not clipped"),
-    Mutation("normalized-value-target", "a3c_graph/distributed/worker_graph.py",
+    Mutation("normalized-value-target", "a3c_graph/core/learner.py",
              "returns = advantages + tf.stop_gradient(to_tb(values))",
              "returns = (losses.normalize(advantages) if config.normalize_advantages else "
              "advantages) + tf.stop_gradient(to_tb(values))",
-             "tests/test_worker_graph.py::test_normalized_and_raw_advantages_give_different_policy_losses"
+             "tests/test_learner.py::test_normalized_and_raw_advantages_give_different_policy_losses"
              "_each_its_own",
              "the value targets built from normalized advantages"),
-    Mutation("reward-clip", "a3c_graph/distributed/worker_graph.py",
+    Mutation("reward-clip", "a3c_graph/core/learner.py",
              'rewards = tf.sign(rollout["rewards"]) if config.clip_rewards else rollout["rewards"]',
              'rewards = rollout["rewards"]',
-             "tests/test_worker_graph.py::test_clipped_rewards_learn_from_the_sign_of_each_reward_only",
+             "tests/test_learner.py::test_clipped_rewards_learn_from_the_sign_of_each_reward_only",
              "--clip-rewards ignored"),
     Mutation("saver-slots", "a3c_graph/distributed/worker_graph.py",
              "saver = tf1.train.Saver(max_to_keep=3,",

@@ -32,8 +32,9 @@ from a3c_graph.progress import (  # noqa: E402
     read_progress,
     run_totals,
 )
-from benchmarks.harness import compare as bench_run  # noqa: E402
-from benchmarks.variants import runtime  # noqa: E402
+from benchmarks.harness import compare, one_run, report  # noqa: E402
+from benchmarks.harness.machine import machine_info  # noqa: E402
+from benchmarks.variants import tf2_run  # noqa: E402
 from tests import ground_truth  # noqa: E402
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -49,8 +50,8 @@ SMOKE_TIMEOUT_SECS = 240
 # --------------------------------------------------------------------------- harness, pure
 
 def test_runs_are_interleaved_seed_by_seed_then_scaling():
-    runs = bench_run.plan_runs(["graph", "tf2_mp"], seeds=2, base_seed=5, workers=2,
-                               max_seconds=300, scaling=[1, 4], scaling_seconds=60)
+    runs = compare.plan_runs(["graph", "tf2_mp"], seeds=2, base_seed=5, workers=2,
+                             max_seconds=300, scaling=[1, 4], scaling_seconds=60)
     assert [(r.phase, r.variant, r.seed, r.workers, r.max_seconds) for r in runs] == [
         ("main", "graph", 5, 2, 300), ("main", "tf2_mp", 5, 2, 300),
         ("main", "graph", 6, 2, 300), ("main", "tf2_mp", 6, 2, 300),
@@ -59,21 +60,21 @@ def test_runs_are_interleaved_seed_by_seed_then_scaling():
 
 
 def test_ceiling_runs_follow_each_seed_and_only_they_act_without_learning(tmp_path):
-    runs = bench_run.plan_runs(["graph", "tf2_mp"], seeds=2, base_seed=5, workers=2,
-                               max_seconds=300, scaling=[], scaling_seconds=60,
-                               ceiling_seconds=30)
+    runs = compare.plan_runs(["graph", "tf2_mp"], seeds=2, base_seed=5, workers=2,
+                             max_seconds=300, scaling=[], scaling_seconds=60,
+                             ceiling_seconds=30)
     assert [(r.phase, r.variant, r.seed, r.max_seconds) for r in runs] == [
         ("main", "graph", 5, 300), ("main", "tf2_mp", 5, 300),
         ("ceiling", "graph", 5, 30), ("ceiling", "tf2_mp", 5, 30),
         ("main", "graph", 6, 300), ("main", "tf2_mp", 6, 300),
         ("ceiling", "graph", 6, 30), ("ceiling", "tf2_mp", 6, 30)]
-    commands = [bench_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:4]]
+    commands = [one_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:4]]
     assert ["--learn=False" in c for c in commands] == [False, False, True, True]
 
 
 def test_every_variant_has_an_acting_ceiling():
-    bench_run.parse_args(["--ceiling", "--variants", "tf2_mp"])
-    runtime.check_tf2_config(A3CConfig(learn=False))  # the TF2 variants act only too
+    compare.parse_args(["--ceiling", "--variants", "tf2_mp"])
+    tf2_run.check_tf2_config(A3CConfig(learn=False))  # the TF2 variants act only too
 
 
 def row(task: int, time: float, env_steps: int, state: str = "running",
@@ -95,47 +96,34 @@ HISTORY = [
 HISTORY.sort(key=lambda r: r["time"])
 
 
-def test_start_up_ends_at_the_runs_first_applied_update():
-    assert bench_run.training_started(HISTORY) == 110.0
-    assert bench_run.startup_seconds(HISTORY, launched=95.0) == pytest.approx(15.0)
-    assert bench_run.startup_seconds(HISTORY[:2], launched=95.0) is None  # none trained
-
-
-def test_steps_per_sec_runs_from_the_first_update_to_the_final_report():
-    # From the report at the first update (256 steps at 110.0) to the newest (125.4).
-    assert bench_run.steps_per_sec(HISTORY) == pytest.approx((60_256 - 256) / 15.4)
-    assert bench_run.stopped_at(HISTORY) == 125.4
-    assert bench_run.steps_per_sec(HISTORY[:3]) is None  # one training report has no rate
-
-
 def test_the_first_solved_report_times_the_solve():
     history = [*HISTORY[:5], row(1, 113.0, 9_000, "done", 110.5, stop_reason="solved"),
                row(0, 113.5, 9_000, "done", 110.0, stop_reason="solved")]
-    assert bench_run.solve_report(history)["time"] == 113.0
+    assert one_run.solve_report(history)["time"] == 113.0
 
 
 def test_graph_runs_through_the_users_launcher_with_the_shared_flags(tmp_path):
     config = A3CConfig(rollout_length=16)
-    spec = bench_run.RunSpec("graph", seed=3, workers=2, max_seconds=60, phase="main")
-    command = bench_run.variant_command(spec, config, tmp_path)
+    spec = one_run.RunSpec("graph", seed=3, workers=2, max_seconds=60, phase="main")
+    command = one_run.variant_command(spec, config, tmp_path)
     assert command[:2] == [str(REPO / "scripts" / "launch_cluster.sh"), "start"]
     assert {"--rollout-length=16", "--seed=3", "--max-seconds=60"} <= set(command)
-    mp_spec = bench_run.RunSpec("tf2_mp", seed=3, workers=2, max_seconds=60, phase="main")
-    assert command[2:] == bench_run.variant_command(mp_spec, config, tmp_path)[3:]
+    mp_spec = one_run.RunSpec("tf2_mp", seed=3, workers=2, max_seconds=60, phase="main")
+    assert command[2:] == one_run.variant_command(mp_spec, config, tmp_path)[3:]
 
 
-@pytest.mark.parametrize("variant", bench_run.VARIANTS)
+@pytest.mark.parametrize("variant", one_run.VARIANTS)
 def test_the_harness_passes_allow_remote_on_to_every_run_and_only_then(tmp_path, variant):
     # Without it a run inherits the harness's private network (tests/test_security.py).
-    spec = bench_run.RunSpec(variant, seed=0, workers=2, max_seconds=60, phase="main")
-    assert "--allow-remote" not in bench_run.variant_command(spec, A3CConfig(), tmp_path)
-    assert "--allow-remote" in bench_run.variant_command(spec, A3CConfig(), tmp_path,
-                                                         allow_remote=True)
+    spec = one_run.RunSpec(variant, seed=0, workers=2, max_seconds=60, phase="main")
+    assert "--allow-remote" not in one_run.variant_command(spec, A3CConfig(), tmp_path)
+    assert "--allow-remote" in one_run.variant_command(spec, A3CConfig(), tmp_path,
+                                                       allow_remote=True)
 
 
 def fake_record(variant: str, phase: str, seed: int, workers: int, rate: float,
                 solve_time: float | None, frame_skip: int = 1) -> dict:
-    record = dict.fromkeys(bench_run.RECORD_KEYS)
+    record = dict.fromkeys(one_run.RECORD_KEYS)
     record.update(name=f"{phase}-{variant}-{workers}-{seed}", variant=variant, phase=phase,
                   seed=seed, workers=workers, steps_per_sec=rate, frame_skip=frame_skip,
                   frames_per_sec=rate * frame_skip, solved=solve_time is not None,
@@ -155,9 +143,9 @@ def test_results_table_medians_and_plots(tmp_path):
                fake_record("graph", "scaling", 0, 4, 2500.0, None)]
     settings = {"env": "CartPole-v1", "workers": 2, "seeds": 3, "max_seconds": 300.0,
                 "scaling_seconds": 60.0}
-    machine = bench_run.machine_info()
-    markdown = bench_run.write_results(tmp_path, settings, machine, records,
-                                       ["graph", "tf2_mp"])
+    machine = machine_info()
+    markdown = report.write_results(tmp_path, settings, machine, records,
+                                    ["graph", "tf2_mp"])
     medians = json.loads((tmp_path / "results.json").read_text())["medians"]
     assert medians["graph"]["runs"] == 3 and medians["graph"]["solved"] == 2
     assert medians["graph"]["steps_per_sec"] == 2000.0
@@ -170,7 +158,7 @@ def test_results_table_medians_and_plots(tmp_path):
     assert "| 1 | > 305.0 s | - |" in markdown  # the per-seed table
     assert "| agent steps/s | frames/s |" in markdown
     assert "| graph | 900 | 2,500 |" in markdown  # scaling: 1 and 4 workers
-    plots = bench_run.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
+    plots = report.plot_results(tmp_path, records, ["graph", "tf2_mp"], 475.0)
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png", "scaling.png"]
     assert all(colored_pixels(plot) > 100 for plot in plots)  # curves and bars are drawn
 
@@ -185,8 +173,8 @@ def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_cei
     settings = {"env": "CartPole-v1", "workers": 2, "seeds": 1, "max_seconds": 300.0,
                 "scaling_seconds": 60.0, "ceiling_seconds": 30.0}
     variants = ["graph", "tf2_mp", "tf2_ray"]
-    markdown = bench_run.write_results(tmp_path, settings, bench_run.machine_info(), records,
-                                       variants)
+    markdown = report.write_results(tmp_path, settings, machine_info(), records,
+                                    variants)
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["graph_versus"] == {
         "tf2_mp": {"steps_per_sec": 3.0, "time_to_solve": 0.25, "time_to_solve_or_budget": 0.25},
@@ -201,7 +189,7 @@ def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_cei
     assert "| tf2_mp | 3.00 | 0.25 | 0.25 |" in markdown
     assert "| graph | 2 | 5,000 | 3,000 | 60 % |" in markdown
     assert "| tf2_mp | 1 | 2,000 | 1,000 | 50 % |" in markdown
-    plots = bench_run.plot_results(tmp_path, records, variants, 475.0)
+    plots = report.plot_results(tmp_path, records, variants, 475.0)
     # Ceiling runs are no curves of their own, nor a scaling plot.
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png"]
     assert all(colored_pixels(plot) > 100 for plot in plots)  # curves and bars are drawn
@@ -209,28 +197,28 @@ def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_cei
 
 def test_the_median_of_every_seed_gets_a_distribution_free_interval():
     # 10 seeds at 95 %: from the 2nd to the 9th smallest (binomial coverage 97.9 %).
-    assert bench_run.median_interval([float(v) for v in range(10, 0, -1)]) == [2.0, 9.0]
-    assert bench_run.median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) is None  # too few seeds
-    assert bench_run.median_interval([1.0, None, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.0, 6.0]
+    assert report.median_interval([float(v) for v in range(10, 0, -1)]) == [2.0, 9.0]
+    assert report.median_interval([1.0, 2.0, 3.0, 4.0, 5.0]) is None  # too few seeds
+    assert report.median_interval([1.0, None, 2.0, 3.0, 4.0, 5.0, 6.0]) == [1.0, 6.0]
 
 
 def write_history(logdir: Path, history: list[dict]) -> None:
     """The progress files of a run whose workers wrote `history` (oldest first)."""
     (logdir / "progress").mkdir(parents=True)
-    for report in history:
-        path = logdir / "progress" / f"worker_{report['task']}.json"
-        path.write_text(json.dumps(report))
+    for entry in history:
+        path = logdir / "progress" / f"worker_{entry['task']}.json"
+        path.write_text(json.dumps(entry))
         with open(path.with_suffix(".jsonl"), "a") as lines:
-            lines.write(json.dumps(report) + "\n")
+            lines.write(json.dumps(entry) + "\n")
 
 
 def test_records_keep_the_one_clocks_accounting(tmp_path):
     write_history(tmp_path, HISTORY)
-    sampler = bench_run.Sampler(root_pid=0, peak_pss=300 * 2**20, peak_rss=900 * 2**20)
-    spec = bench_run.RunSpec("graph", seed=0, workers=2, max_seconds=15, phase="main")
-    record = bench_run.build_record(spec, ["cmd"], tmp_path, tmp_path / "log", 0, 95.0, 131.0,
-                                    sampler, [], None)
-    assert tuple(record) == bench_run.RECORD_KEYS
+    sampler = one_run.Sampler(root_pid=0, peak_pss=300 * 2**20, peak_rss=900 * 2**20)
+    spec = one_run.RunSpec("graph", seed=0, workers=2, max_seconds=15, phase="main")
+    record = one_run.build_record(spec, ["cmd"], tmp_path, tmp_path / "log", 0, 95.0, 131.0,
+                                  sampler, [], None)
+    assert tuple(record) == one_run.RECORD_KEYS
     assert (record["launched"], record["training_started"]) == (95.0, 110.0)
     assert (record["startup_s"], record["stopped_s"], record["wall_s"]) == (15.0, 30.4, 36.0)
     assert record["steps_per_sec"] == round((60_256 - 256) / 15.4, 1)
@@ -241,28 +229,28 @@ def test_records_keep_the_one_clocks_accounting(tmp_path):
 def test_records_carry_frames_per_sec_from_the_envs_frame_skip(tmp_path):
     write_history(tmp_path, [row(0, 100.0, 1000, training_started=100.0),
                              row(0, 102.0, 2000, training_started=100.0)])
-    spec = bench_run.RunSpec("graph", seed=0, workers=2, max_seconds=120, phase="main")
-    record = bench_run.build_record(spec, ["cmd"], tmp_path, tmp_path / "log", 0, 95.0, 103.0,
-                                    bench_run.Sampler(root_pid=0), [], None, frame_skip=4)
+    spec = one_run.RunSpec("graph", seed=0, workers=2, max_seconds=120, phase="main")
+    record = one_run.build_record(spec, ["cmd"], tmp_path, tmp_path / "log", 0, 95.0, 103.0,
+                                  one_run.Sampler(root_pid=0), [], None, frame_skip=4)
     assert (record["steps_per_sec"], record["frame_skip"], record["frames_per_sec"]) == (
         500.0, 4, 2000.0)
-    assert "500 agent steps/s, 2,000 frames/s" in bench_run._run_line(record)
-    assert bench_run.frame_skip(A3CConfig()) == 1  # CartPole: frames/s == agent steps/s
+    assert "500 agent steps/s, 2,000 frames/s" in compare._run_line(record)
+    assert one_run.frame_skip(A3CConfig()) == 1  # CartPole: frames/s == agent steps/s
 
 
 @needs_ale
 def test_pong_has_four_frames_per_agent_step_and_every_variant_gets_the_atari_preset(tmp_path):
-    _, config, _ = bench_run.parse_args(["--env", PONG, "--max-seconds", "120"])
-    assert bench_run.frame_skip(config) == 4
-    spec = bench_run.RunSpec("tf2_mp", seed=0, workers=2, max_seconds=120, phase="main")
-    command = bench_run.variant_command(spec, config, tmp_path / "run")
+    _, config, _ = compare.parse_args(["--env", PONG, "--max-seconds", "120"])
+    assert one_run.frame_skip(config) == 4
+    spec = one_run.RunSpec("tf2_mp", seed=0, workers=2, max_seconds=120, phase="main")
+    command = one_run.variant_command(spec, config, tmp_path / "run")
     # The TF2 variant resolves its flags as the graph launcher does: the atari preset.
-    run = runtime.parse_variant_args("tf2_mp", "", command[3:])
+    run = tf2_run.parse_variant_args("tf2_mp", "", command[3:])
     assert run.config == dataclasses.replace(config, max_seconds=120.0)
     assert (run.config.hidden_sizes, run.config.rollout_length, run.config.learning_rate,
             run.config.target_return) == ((256,), 20, 4e-4, 18.0)
-    graph_command = bench_run.variant_command(dataclasses.replace(spec, variant="graph"),
-                                              config, tmp_path / "run")
+    graph_command = one_run.variant_command(dataclasses.replace(spec, variant="graph"),
+                                            config, tmp_path / "run")
     assert graph_command[2:] == command[3:]  # the graph launcher gets the same flags
 
 
@@ -281,7 +269,7 @@ def test_bad_harness_flags_end_in_one_line(tmp_path, flags, words):
     assert not (tmp_path / "r").exists()
 
 
-# --------------------------------------------------------------------------- runtime
+# --------------------------------------------------------------------------- tf2_run
 
 @pytest.mark.parametrize("spec, cuda_visible_devices, entries", [
     ("0,1", None, ("0", "1")),
@@ -301,18 +289,18 @@ def test_tf2_variants_read_gpus_as_the_launcher_does(monkeypatch, spec, cuda_vis
         monkeypatch.delenv(CUDA_ENV, raising=False)
     else:
         monkeypatch.setenv(CUDA_ENV, cuda_visible_devices)
-    assert runtime.visible_device_entries("benchmarks.variants.tf2_ray", spec) == entries
+    assert tf2_run.visible_device_entries("benchmarks.variants.tf2_ray", spec) == entries
 
 
 def test_run_stats_stop_with_the_graph_workers_rule(tmp_path):
     config = A3CConfig(target_return=50.0)
-    stats = runtime.RunStats(config)
+    stats = tf2_run.RunStats(config)
     stats.record(0, 256, [60.0] * 99)
-    assert stats.stop_reason_for(0) is None  # 99 episodes are not enough to call it solved
+    assert stats.worker_stop_reason(0) is None  # 99 episodes are not enough to call it solved
     stats.record(1, 256, [60.0, 10.0])  # the window holds the newest 100
     assert stats.snapshot()["mean_return_100"] == pytest.approx((98 * 60 + 60 + 10) / 100)
-    assert stats.stop_reason_for(1) == "solved"
-    assert stats.stop_reason_for(0) == "solved"  # solved stops the whole run
+    assert stats.worker_stop_reason(1) == "solved"
+    assert stats.worker_stop_reason(0) == "solved"  # solved stops the whole run
 
     progress = ProgressFile(tmp_path, 0, 50.0, progress_secs=1.0)
     progress.update(stats.snapshot(), 512)
@@ -323,26 +311,26 @@ def test_run_stats_stop_with_the_graph_workers_rule(tmp_path):
 
 def test_each_tf2_worker_spends_its_own_budget_and_a_solve_stops_them_all():
     # As graph workers: --max-seconds count from each worker's own first applied update.
-    stats = runtime.RunStats(A3CConfig(max_seconds=50.0, target_return=50.0))
+    stats = tf2_run.RunStats(A3CConfig(max_seconds=50.0, target_return=50.0))
     stats.record(0, 256, [])
     stats.record(1, 256, [])
     stats.first_update[0] -= 51.0  # worker 0 has trained for 51 s, worker 1 just began
-    assert (stats.stop_reason_for(0), stats.stop_reason_for(1)) == ("max_seconds", None)
+    assert (stats.worker_stop_reason(0), stats.worker_stop_reason(1)) == ("max_seconds", None)
     assert stats.stop_reason is None  # the run goes on with worker 1
     stats.record(1, 256, [60.0] * 100)
-    assert (stats.stop_reason_for(1), stats.stop_reason_for(0)) == ("solved", "solved")
+    assert (stats.worker_stop_reason(1), stats.worker_stop_reason(0)) == ("solved", "solved")
 
 
 def test_a_tf2_workers_budget_runs_on_the_clock_of_its_progress_file():
     # The holder sees a worker's first update before the worker gets the reply and marks
     # its training_started; the budget must not end before the worker's own clock says so.
-    stats = runtime.RunStats(A3CConfig(max_seconds=50.0, target_return=50.0))
+    stats = tf2_run.RunStats(A3CConfig(max_seconds=50.0, target_return=50.0))
     stats.record(0, 256, [])
     stats.first_update[0] -= 50.5  # the holder's mark: 50.5 s ago
     stats.record(0, 256, [], started=time.time() - 49.5)  # the worker's: 49.5 s ago
-    assert stats.stop_reason_for(0) is None
+    assert stats.worker_stop_reason(0) is None
     stats.record(0, 256, [], started=time.time() - 50.0)
-    assert stats.stop_reason_for(0) == "max_seconds"
+    assert stats.worker_stop_reason(0) == "max_seconds"
 
 
 @pytest.mark.parametrize("module", [
@@ -386,8 +374,8 @@ def test_every_shared_flag_is_honoured_or_refused_by_the_tf2_variants():
     # The graph variant is the reference: it honours every flag. A new flag must be put on
     # one side for the TF2 variants, or this fails.
     names = {f.name for f in dataclasses.fields(A3CConfig)}
-    assert runtime.TF2_HONOURED | set(runtime.TF2_REFUSED) == names
-    assert not runtime.TF2_HONOURED & set(runtime.TF2_REFUSED)
+    assert tf2_run.TF2_HONOURED | set(tf2_run.TF2_REFUSED) == names
+    assert not tf2_run.TF2_HONOURED & set(tf2_run.TF2_REFUSED)
 
 
 @pytest.mark.parametrize("module", TF2_MODULES)
@@ -406,8 +394,8 @@ def test_tf2_variants_refuse_the_flags_they_cannot_honour_in_one_line(tmp_path, 
 
 def test_the_harness_refuses_a_flag_its_tf2_variants_cannot_honour_before_any_run():
     with pytest.raises(UsageError, match="--checkpoint-secs"):
-        bench_run.parse_args(["--checkpoint-secs", "5"])
-    bench_run.parse_args(["--checkpoint-secs", "5", "--variants", "graph"])  # graph honours it
+        compare.parse_args(["--checkpoint-secs", "5"])
+    compare.parse_args(["--checkpoint-secs", "5", "--variants", "graph"])  # graph honours it
 
 
 def test_tf2_workers_take_the_gpus_round_robin_and_the_ps_runs_on_the_cpu():
@@ -416,9 +404,9 @@ def test_tf2_workers_take_the_gpus_round_robin_and_the_ps_runs_on_the_cpu():
     environ = {CUDA_ENV: "0,1,2,3"}  # a child process's own environment
     seen = []
     for index in (0, 1, 2):
-        runtime.pin_visible_gpus(("3", "5"), index, environ)  # worker `index`
+        tf2_run.pin_visible_gpus(("3", "5"), index, environ)  # worker `index`
         seen.append(environ[CUDA_ENV])
-    runtime.pin_visible_gpus((), 0, environ)  # the parameter holder's
+    tf2_run.pin_visible_gpus((), 0, environ)  # the parameter holder's
     assert seen + [environ[CUDA_ENV]] == ["3", "5", "3", ""]
     assert environ["TF_USE_LEGACY_KERAS"] == "1"  # and the graph agent's import settings
 
@@ -685,7 +673,7 @@ def test_harness_smoke_run(tmp_path, variant):
 
     data = json.loads((out / "results.json").read_text())
     (record,) = data["records"]
-    assert tuple(record) == bench_run.RECORD_KEYS
+    assert tuple(record) == one_run.RECORD_KEYS
     assert record["variant"] == variant and record["exit_code"] == 0
     assert record["stop_reason"] in ("solved", "max_seconds", "max_steps")
     assert record["steps_per_sec"] > 0

@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 from conftest import run_to_end
 
-from a3c_graph import checkpoints, evaluate
+from a3c_graph import checkpoints, evaluation
 from a3c_graph.checkpoints import CheckpointError
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_info
@@ -450,7 +450,7 @@ def test_evaluate_refuses_what_it_cannot_play_in_one_line(tmp_path, capsys, case
     logdir = tmp_path / "run"
     write_run(logdir, steps=(10,))
     flags = spoil(logdir)
-    assert evaluate.main(["--logdir", str(logdir), "--episodes", "1", *flags]) == 2
+    assert evaluation.main(["--logdir", str(logdir), "--episodes", "1", *flags]) == 2
     assert re.search(expected, one_error_line(capsys, "a3c_graph.evaluate: error: "))
 
 
@@ -469,7 +469,7 @@ def test_evaluate_plays_the_older_checkpoint_when_the_newest_is_damaged(tmp_path
     logdir = tmp_path / "run"
     prefixes = write_run(logdir)
     damaged_file = truncate_data(prefixes[-1])
-    assert evaluate.main(["--logdir", str(logdir), "--episodes", "1"]) == 0
+    assert evaluation.main(["--logdir", str(logdir), "--episodes", "1"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out.splitlines()[-1])["checkpoint"] == prefixes[-2]
     assert err.startswith("a3c_graph.evaluate: warning: ") and damaged_file in err

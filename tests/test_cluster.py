@@ -11,6 +11,7 @@ import pytest
 from a3c_graph.distributed.cluster import (
     ClusterError,
     TaskSpec,
+    check_loopback,
     check_port_free,
     cluster_from_file,
     cluster_from_flags,
@@ -314,6 +315,29 @@ def test_non_loopback_hosts_lists_every_remote_address_in_job_order():
                "ps": ["node-a:2222", "[::1]:2225"]}
     assert non_loopback_hosts(cluster) == ["node-a:2222", "10.0.0.2:2222"]
     assert non_loopback_hosts(CLUSTER) == []
+
+
+def test_the_launcher_and_a_task_refuse_a_remote_cluster_in_the_same_words(tmp_path):
+    from a3c_graph.cli import UsageError
+    from a3c_graph.distributed import task_runner
+    from a3c_graph.launcher import commands, plan
+
+    remote = {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "10.0.0.2:2224"]}
+    cluster_file = tmp_path / "cluster.json"
+    cluster_file.write_text(json.dumps(remote))
+    with pytest.raises(UsageError) as launcher:
+        plan.resolve_cluster(commands.build_start_parser().parse_args(
+            ["--cluster", str(cluster_file)]), environ={})
+    with pytest.raises(UsageError) as task:
+        task_runner._validated_task(task_runner.parse_args(
+            ["--job", "worker", "--task", "0", "--cluster", str(cluster_file),
+             "--logdir", str(tmp_path / "run")]))
+    assert str(launcher.value) == str(task.value) == (
+        "10.0.0.2:2224 is not a loopback address; the TF server is unauthenticated gRPC, so "
+        "pass --allow-remote only if the network is trusted")
+    assert not (tmp_path / "run").exists()
+    check_loopback(remote, allow_remote=True)  # the user says the network is trusted
+    check_loopback(CLUSTER, allow_remote=False)
 
 
 # --------------------------------------------------------------------------- ports

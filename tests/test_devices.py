@@ -1,5 +1,6 @@
-"""Device placement: the plan of which task sees which device, its errors, and where ops ran
-(evaluate.py's several graphs on their own devices: test_evaluate.py).
+"""Device placement: the launcher's plan of which task sees which device (launcher/
+device_plan.py, shown by `--dry-run`), a task's own device (devices.py), their errors, and
+where ops ran (evaluate.py's several graphs on their own devices: test_evaluate.py).
 
 This machine may have no GPU, so GPU plans are made against an injected inventory
 (A3C_GRAPH_FAKE_GPUS=N in a subprocess's environment, or a GpuInventory in-process); the
@@ -11,7 +12,6 @@ servers (tests/cluster_child.py), so no TF server outlives its test.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -22,6 +22,7 @@ import pytest
 
 from a3c_graph import devices
 from a3c_graph.devices import CUDA_ENV, FAKE_GPUS_ENV, DeviceError
+from a3c_graph.launcher.device_plan import plan_devices
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "launch_cluster.sh"
@@ -60,7 +61,7 @@ def one_error_line(result: subprocess.CompletedProcess, prefix: str) -> str:
 # --------------------------------------------------------------------------- the plan
 
 def test_workers_take_the_gpus_round_robin_and_the_ps_stays_on_cpu():
-    plan = devices.plan_devices(cluster_keys(4, ps=2), "0,1", inventory=fake_gpus(2))
+    plan = plan_devices(cluster_keys(4, ps=2), "0,1", inventory=fake_gpus(2))
     by_task = {(t.job, t.index): t for t in plan.tasks}
     assert [by_task["worker", i].gpu for i in range(4)] == [0, 1, 0, 1]
     for i in range(4):
@@ -78,25 +79,14 @@ def test_workers_take_the_gpus_round_robin_and_the_ps_stays_on_cpu():
     assert "worker 0, worker 2 on GPU 0; worker 1, worker 3 on GPU 1" in plan.summary_line()
 
 
-def test_hand_started_tasks_get_visible_device_list_and_keep_their_environment():
-    plan = devices.plan_devices(cluster_keys(3), "1,0", mechanism=devices.CONFIG_MECHANISM,
-                                inventory=fake_gpus(2))
-    workers = [plan.for_task("worker", i) for i in range(3)]
-    assert [w.gpu for w in workers] == [1, 0, 1]
-    assert [w.flags for w in workers] == [("--gpu", "1"), ("--gpu", "0"), ("--gpu", "1")]
-    assert [w.config["gpu_options"]["visible_device_list"] for w in workers] == ["1", "0", "1"]
-    assert all(t.env == {} for t in plan.tasks)
-    assert plan.for_task("ps", 0).config == {"device_count": {"GPU": 0}}
-
-
 def test_gpu_ids_count_within_the_launchers_own_cuda_visible_devices():
     # This process sees physical GPUs 3 and 1 as its GPU 0 and 1; a child shown its GPU 0
     # must be given CUDA_VISIBLE_DEVICES=3.
-    plan = devices.plan_devices(cluster_keys(2), "0,1", inventory=fake_gpus(4, "3,1"))
+    plan = plan_devices(cluster_keys(2), "0,1", inventory=fake_gpus(4, "3,1"))
     assert [plan.for_task("worker", i).env[CUDA_ENV] for i in range(2)] == ["3", "1"]
     with pytest.raises(DeviceError, match=r"GPU 2 is not visible: CUDA_VISIBLE_DEVICES=3,1 "
                                           r"shows this process 2 GPUs, ids 0, 1"):
-        devices.plan_devices(cluster_keys(1), "2", inventory=fake_gpus(4, "3,1")).check_visible()
+        plan_devices(cluster_keys(1), "2", inventory=fake_gpus(4, "3,1")).check_visible()
 
 
 @pytest.mark.parametrize("value, visible", [
@@ -130,22 +120,22 @@ def test_gpus_are_found_with_nvidia_smi_and_narrowed_by_uuid(tmp_path):
 
 def test_none_hides_gpus_from_every_task_only_where_there_are_gpus():
     assert all(t.env == {} and not t.on_gpu
-               for t in devices.plan_devices(cluster_keys(2), "none", inventory=fake_gpus(0)).tasks)
+               for t in plan_devices(cluster_keys(2), "none", inventory=fake_gpus(0)).tasks)
     assert all(t.env == {CUDA_ENV: "-1"} and not t.on_gpu
-               for t in devices.plan_devices(cluster_keys(2), "none", inventory=fake_gpus(2)).tasks)
+               for t in plan_devices(cluster_keys(2), "none", inventory=fake_gpus(2)).tasks)
 
 
 def test_auto_uses_every_visible_gpu_or_runs_on_cpu_and_says_so_once():
-    plan = devices.plan_devices(cluster_keys(3), "auto", inventory=fake_gpus(2))
+    plan = plan_devices(cluster_keys(3), "auto", inventory=fake_gpus(2))
     assert plan.gpus == (0, 1) and plan.notes == ()
-    cpu = devices.plan_devices(cluster_keys(3), "auto", inventory=fake_gpus(0))
+    cpu = plan_devices(cluster_keys(3), "auto", inventory=fake_gpus(0))
     assert cpu.gpus == () and all(not t.on_gpu and t.env == {} for t in cpu.tasks)
     [note] = cpu.notes
     assert note.startswith("--gpus auto: no GPU is visible here") and "runs on CPU" in note
 
 
 def test_a_count_takes_the_first_gpus_and_an_absent_gpu_is_missing():
-    plan = devices.plan_devices(cluster_keys(4), "count:3", inventory=fake_gpus(2))
+    plan = plan_devices(cluster_keys(4), "count:3", inventory=fake_gpus(2))
     assert plan.gpus == (0, 1, 2) and plan.missing == (2,)
     assert "GPU 2 is not visible" in plan.missing_warning()
     with pytest.raises(DeviceError, match=r"^--gpus count:3: GPU 2 is not visible: the GPUs "
@@ -166,7 +156,7 @@ def test_bad_gpus_flags_are_one_sentence(text, words):
 
 
 def test_memory_fraction_must_fit_the_tasks_that_share_a_gpu():
-    plan = devices.plan_devices(cluster_keys(4), "0,1", 0.5, inventory=fake_gpus(2))
+    plan = plan_devices(cluster_keys(4), "0,1", 0.5, inventory=fake_gpus(2))
     options = plan.for_task("worker", 3).config["gpu_options"]
     assert options == {"allow_growth": False, "per_process_gpu_memory_fraction": 0.5,
                        "visible_device_list": ""}
@@ -174,9 +164,9 @@ def test_memory_fraction_must_fit_the_tasks_that_share_a_gpu():
     with pytest.raises(DeviceError, match=r"--gpu-memory-fraction 0.4 does not fit: 3 tasks "
                                           r"share GPU 0 \(worker 0, worker 1, worker 2\) and "
                                           r"3 x 0.4 > 1; use at most 0.333"):
-        devices.plan_devices(cluster_keys(3), "0", 0.4, inventory=fake_gpus(1))
+        plan_devices(cluster_keys(3), "0", 0.4, inventory=fake_gpus(1))
     with pytest.raises(DeviceError, match=r"must be in \(0, 1\], got 1.5"):
-        devices.plan_devices(cluster_keys(1), "0", 1.5, inventory=fake_gpus(1))
+        plan_devices(cluster_keys(1), "0", 1.5, inventory=fake_gpus(1))
 
 
 def test_a_task_process_uses_one_mechanism():
@@ -204,73 +194,74 @@ def test_a_task_process_uses_one_mechanism():
 
 # --------------------------------------------------------------------------- command lines
 
-def test_plan_command_prints_the_acceptance_plan_as_json():
-    result = run([sys.executable, "-m", "a3c_graph.devices", "plan", "--workers", "4",
-                  "--gpus", "0,1", "--json"], **{FAKE_GPUS_ENV: "2"})
-    assert result.returncode == 0 and result.stderr == "", result.stderr
-    plan = json.loads(result.stdout)
-    tasks = {task["task"]: task for task in plan["tasks"]}
-    assert set(tasks) == {"ps:0", "worker:0", "worker:1", "worker:2", "worker:3"}
-    assert tasks["worker:0"]["gpu"] == tasks["worker:2"]["gpu"] == 0
-    assert tasks["worker:1"]["gpu"] == tasks["worker:3"]["gpu"] == 1
-    for name in ("worker:0", "worker:2"):
-        assert tasks[name]["env"] == {CUDA_ENV: "0"}
-    for name in ("worker:1", "worker:3"):
-        assert tasks[name]["env"] == {CUDA_ENV: "1"}
-    assert tasks["ps:0"]["gpu"] is None and tasks["ps:0"]["device"].endswith("/device:CPU:0")
-    assert plan["mechanism"] == "CUDA_VISIBLE_DEVICES" and plan["missing_here"] == []
+def dry_run(tmp_path: Path, *flags: str, **env: str) -> subprocess.CompletedProcess:
+    return run([str(SCRIPT), *flags, "--dry-run", "--logdir", str(tmp_path / "run")], **env)
 
 
-def test_plan_command_plans_for_gpus_this_machine_lacks_with_a_warning():
-    result = run([sys.executable, "-m", "a3c_graph.devices", "plan", "--workers", "4",
-                  "--gpus", "0,1", "--json"], **{FAKE_GPUS_ENV: "0"})
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["missing_here"] == [0, 1]
-    [warning] = result.stderr.splitlines()
-    assert warning.startswith("a3c_graph.devices: warning: GPUs 0, 1 are not visible")
-
-
-def test_plan_command_table_names_device_environment_and_config():
-    result = run([sys.executable, "-m", "a3c_graph.devices", "plan", "--workers", "2",
-                  "--gpus", "1", "--mechanism", "config"], **{FAKE_GPUS_ENV: "2"})
-    assert result.returncode == 0, result.stderr
-    rows = {line.split("  ")[0]: line for line in result.stdout.splitlines()}
-    assert "/job:worker/task:1/device:GPU:0" in rows["worker 1"]
-    assert "--gpu 1" in rows["worker 1"] and 'visible_device_list: "1"' in rows["worker 1"]
-    assert "device_count {GPU: 0}" in rows["ps 0"]
-
-
-@pytest.mark.parametrize("flags, words", [
-    (["--gpus", "0,0"], "names a GPU twice"),
-    (["--gpus", "0", "--workers", "3", "--gpu-memory-fraction", "0.5"], "does not fit"),
-    (["--workers", "0"], "--workers must be at least 1"),
-    (["--mechanism", "both"], "invalid choice"),
-])
-def test_plan_command_bad_input_is_one_line_exit_2(flags, words):
-    result = run([sys.executable, "-m", "a3c_graph.devices", "plan", *flags],
-                 **{FAKE_GPUS_ENV: "1"})
-    assert words in one_error_line(result, "a3c_graph.devices")
-
-
-def test_launcher_dry_run_shows_each_workers_cuda_visible_devices(tmp_path):
-    logdir = tmp_path / "run"
-    # No GPU here: a dry run still prints the plan (it may be for another machine).
-    result = run([str(SCRIPT), "--gpus", "0,1", "--workers", "4", "--dry-run",
-                  "--logdir", str(logdir)], **{FAKE_GPUS_ENV: "0"})
-    assert result.returncode == 0, result.stderr
+def cuda_visible_devices_by_task(stdout: str) -> dict[tuple[str, int], str | None]:
+    """{(job, index): the CUDA_VISIBLE_DEVICES of its command} of a dry run's commands."""
     seen = {}
-    for line in result.stdout.splitlines():
+    for line in stdout.splitlines():
         argv = shlex.split(line)
         env = dict(token.split("=", 1) for token in argv if token.startswith(f"{CUDA_ENV}="))
         job, task = argv[argv.index("--job") + 1], int(argv[argv.index("--task") + 1])
         seen[job, task] = env.get(CUDA_ENV)
         assert "--gpu" not in argv, "one mechanism per child: no visible_device_list"
-    assert seen == {("ps", 0): "-1", ("worker", 0): "0", ("worker", 1): "1",
-                    ("worker", 2): "0", ("worker", 3): "1"}
-    warning, network = result.stderr.splitlines()
-    assert "launch_cluster: warning: GPUs 0, 1 are not visible" in warning
+    return seen
+
+
+def test_launcher_dry_run_says_which_workers_share_which_gpu(tmp_path):
+    result = dry_run(tmp_path, "--gpus", "0,1", "--workers", "4", **{FAKE_GPUS_ENV: "2"})
+    assert result.returncode == 0, result.stderr
+    assert cuda_visible_devices_by_task(result.stdout) == {
+        ("ps", 0): "-1", ("worker", 0): "0", ("worker", 1): "1", ("worker", 2): "0",
+        ("worker", 3): "1"}
+    devices_note, network = result.stderr.splitlines()
+    assert devices_note == ("launch_cluster: note: devices: ps 0 on CPU; worker 0, worker 2 on "
+                            "GPU 0; worker 1, worker 3 on GPU 1 (by CUDA_VISIBLE_DEVICES; "
+                            "allow_growth)")
     assert "private network" in network
-    assert not logdir.exists()
+
+
+def test_launcher_dry_run_gives_gpu_tasks_their_memory_fraction(tmp_path):
+    result = dry_run(tmp_path, "--gpus", "1", "--workers", "2", "--gpu-memory-fraction", "0.5",
+                     **{FAKE_GPUS_ENV: "2"})
+    assert result.returncode == 0, result.stderr
+    commands = {(argv[argv.index("--job") + 1], int(argv[argv.index("--task") + 1])): argv
+                for argv in map(shlex.split, result.stdout.splitlines())}
+    for index in (0, 1):
+        assert f"{CUDA_ENV}=1" in commands["worker", index]
+        assert "--gpu-memory-fraction=0.5" in commands["worker", index]
+    assert not any(token.startswith("--gpu") for token in commands["ps", 0])
+    assert ("launch_cluster: note: devices: ps 0 on CPU; worker 0, worker 1 on GPU 1 (by "
+            "CUDA_VISIBLE_DEVICES; per_process_gpu_memory_fraction 0.5)") in result.stderr
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--gpus", "0,0"], "--gpus '0,0' names a GPU twice"),
+    (["--gpus", "count:0"], "count:N needs N of at least 1"),
+    (["--gpus", "0", "--gpu-memory-fraction", "1.5"], "must be in (0, 1], got 1.5"),
+])
+def test_launcher_dry_run_bad_gpu_flags_are_one_line_exit_2(tmp_path, flags, words):
+    result = dry_run(tmp_path, *flags, **{FAKE_GPUS_ENV: "1"})
+    assert words in one_error_line(result, "launch_cluster")
+    assert not (tmp_path / "run").exists()
+
+
+def test_launcher_dry_run_plans_for_gpus_this_machine_lacks_with_a_warning(tmp_path):
+    # No GPU here: a dry run still prints the plan (it may be for another machine).
+    result = dry_run(tmp_path, "--gpus", "0,1", "--workers", "4", **{FAKE_GPUS_ENV: "0"})
+    assert result.returncode == 0, result.stderr
+    assert cuda_visible_devices_by_task(result.stdout) == {
+        ("ps", 0): "-1", ("worker", 0): "0", ("worker", 1): "1", ("worker", 2): "0",
+        ("worker", 3): "1"}
+    warning, devices_note, network = result.stderr.splitlines()
+    assert warning.startswith("launch_cluster: warning: GPUs 0, 1 are not visible: no GPU is "
+                              "visible here (A3C_GRAPH_FAKE_GPUS=0); the plan is for a machine "
+                              "that has them")
+    assert devices_note.startswith("launch_cluster: note: devices: ps 0 on CPU; worker 0, ")
+    assert "private network" in network
+    assert not (tmp_path / "run").exists()
 
 
 def test_launcher_gpus_auto_without_a_gpu_runs_on_cpu_and_says_so_once(tmp_path):
@@ -365,7 +356,7 @@ def traced_train_step(cluster: dict, worker_device: str | None) -> dict:
     from tests.cluster_child import start_servers
 
     tf1 = tf.compat.v1
-    plan = devices.plan_devices(cluster_keys(1), "0", inventory=fake_gpus(1))
+    plan = plan_devices(cluster_keys(1), "0", inventory=fake_gpus(1))
     specs = {job: TaskSpec(cluster, job, 0) for job in ("ps", "worker")}
     configs = {job: devices.apply_to_config(session_config(spec), plan.for_task(job, 0))
                for job, spec in specs.items()}

@@ -39,13 +39,13 @@ def write_run(logdir: Path) -> None:
 
 
 def test_evaluate_plays_several_graphs_in_one_process_each_on_its_own_device(tmp_path, capsys):
-    from a3c_graph import evaluate
+    from a3c_graph import evaluation
 
     first, second = tmp_path / "a", tmp_path / "b"
     write_run(first)
     write_run(second)
-    code = evaluate.main(["--logdir", str(first), "--logdir", str(second), "--copies", "2",
-                          "--devices", "cpu:0,cpu:1,cpu:2", "--episodes", "1"])
+    code = evaluation.main(["--logdir", str(first), "--logdir", str(second), "--copies", "2",
+                            "--devices", "cpu:0,cpu:1,cpu:2", "--episodes", "1"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     result = json.loads(out[-1])
@@ -64,11 +64,11 @@ def test_evaluate_plays_several_graphs_in_one_process_each_on_its_own_device(tmp
 
 
 def test_evaluate_on_a_gpu_that_is_not_there_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
-    from a3c_graph import evaluate
+    from a3c_graph import evaluation
 
     monkeypatch.setenv(FAKE_GPUS_ENV, "0")
     monkeypatch.delenv(CUDA_ENV, raising=False)
-    code = evaluate.main(["--logdir", str(tmp_path), "--devices", "cpu:0,gpu:0"])
+    code = evaluation.main(["--logdir", str(tmp_path), "--devices", "cpu:0,gpu:0"])
     err = capsys.readouterr().err.splitlines()
     assert code == 2
     assert err == ["a3c_graph.evaluate: error: --devices: GPU 0 is not visible: no GPU is "
@@ -77,9 +77,9 @@ def test_evaluate_on_a_gpu_that_is_not_there_is_one_line_exit_2(tmp_path, capsys
 
 @pytest.mark.parametrize("seconds", ["0", "-1", "nan"])
 def test_evaluate_gif_of_no_length_is_one_line_exit_2(tmp_path, capsys, seconds):
-    from a3c_graph import evaluate
+    from a3c_graph import evaluation
 
-    code = evaluate.main(["--logdir", str(tmp_path), "--gif", seconds])
+    code = evaluation.main(["--logdir", str(tmp_path), "--gif", seconds])
     err = capsys.readouterr().err.splitlines()
     assert code == 2
     assert err == [f"a3c_graph.evaluate: error: --gif must be a number of seconds above 0, "
@@ -88,9 +88,9 @@ def test_evaluate_gif_of_no_length_is_one_line_exit_2(tmp_path, capsys, seconds)
 
 @pytest.mark.parametrize("factor", ["0", "-2", "nan"])
 def test_evaluate_gif_speed_below_zero_is_one_line_exit_2(tmp_path, capsys, factor):
-    from a3c_graph import evaluate
+    from a3c_graph import evaluation
 
-    code = evaluate.main(["--logdir", str(tmp_path), "--gif", "5", "--gif-speed", factor])
+    code = evaluation.main(["--logdir", str(tmp_path), "--gif", "5", "--gif-speed", factor])
     err = capsys.readouterr().err.splitlines()
     assert code == 2
     assert err == [f"a3c_graph.evaluate: error: --gif-speed must be a factor above 0, "
@@ -105,7 +105,7 @@ def test_gif_speed_keeps_the_frame_rate_and_drops_frames(tmp_path):
     from moviepy import ImageSequenceClip
     from PIL import Image
 
-    from a3c_graph.evaluate import write_gif
+    from a3c_graph.evaluation import write_gif
 
     # Frame k is a flat gray of level 4k, so the GIF's frames say which video frames they are.
     frames = [np.full((32, 48, 3), 4 * k, np.uint8) for k in range(60)]

@@ -764,6 +764,38 @@ def test_a_second_sigint_kills_a_task_that_ignores_sigterm(fake_launcher):
     assert_all_gone(pids)
 
 
+def run_with_fake_worker(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """`status`/`stop` as the fake launcher's tasks are recognised: by the fake module."""
+    code = ("import sys, a3c_graph.launch as launch, a3c_graph.launcher.processes as pids; "
+            "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
+    env = launcher_env(PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_stop_ends_the_tasks_of_a_launcher_that_was_killed(fake_launcher, tmp_path):
+    process, logdir = fake_launcher("serve")
+    pids = wait_for_tasks(process, logdir, 3)
+    process.kill()  # its tasks run in sessions of their own: they outlive it
+    process.communicate(timeout=60)
+    status = run_with_fake_worker(tmp_path, "status", "--logdir", str(logdir))
+    assert status.returncode == 0, status.stderr
+    assert f"run {logdir}: live, but its launcher is gone" in status.stdout
+
+    stop = run_with_fake_worker(tmp_path, "stop", "--logdir", str(logdir))
+    assert stop.returncode == 0, stop.stderr
+    assert stop.stderr == "", "SIGTERM was enough: nothing had to be killed"
+    assert "launcher" in stop.stdout and "stale pid file, left alone" in stop.stdout
+    assert f"stopped run {logdir}: ps_0, worker_0, worker_1 gone in " in stop.stdout
+    wait_until_gone(pids)
+    # Each worker wrote its last progress on SIGTERM, as it would its final checkpoint.
+    for index in range(2):
+        report = json.loads((logdir / "progress" / f"worker_{index}.json").read_text())
+        assert (report["state"], report["stop_reason"]) == ("done", "signal")
+    after = run_with_fake_worker(tmp_path, "status", "--logdir", str(logdir))
+    assert after.returncode == 3 and "not live" in after.stdout
+
+
 # --------------------------------------------------------------------------- end to end
 
 @pytest.mark.e2e

@@ -1,12 +1,11 @@
 """Three machines on one switch: a ps and two workers, each in its own network namespace.
 
 Needs root on Linux (network namespaces and veth pairs need CAP_NET_ADMIN) and iproute2's
-`ip`; without them the test is skipped with the reason. Each "machine" is a network
-namespace with one veth link to a bridge that lives in a fourth, "switch" namespace; the
-addresses come from a random private 10.x.y.0/24 that the host does not use. Every `ip`
-command names its namespace (`ip -n NS ...`): the host's own namespace, interfaces and
-routes are never touched. Names carry a random suffix so parallel runs and leftovers never
-collide.
+`ip`; without them the test is skipped with the reason. Each "machine" is a host of
+benchmarks/ps_capacity/netlab.py's lab: a network namespace with one veth link to a bridge
+that lives in a fourth, "switch" namespace. Every `ip` command names its namespace
+(`ip -n NS ...`): the host's own namespace, interfaces and routes are never touched. Names
+carry a random suffix so parallel runs and leftovers never collide.
 
 Each machine runs the real launcher with its own logdir, as a user on three computers would:
 
@@ -21,12 +20,8 @@ namespaces (and with them the veth pairs and the bridge) whatever the outcome.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
-import random
-import re
-import secrets
 import shutil
 import signal
 import subprocess
@@ -41,6 +36,7 @@ from conftest import alive, checkpoint_step
 
 from a3c_graph.launcher.processes import read_pid_files
 from a3c_graph.progress import read_progress
+from benchmarks.ps_capacity.netlab import Lab, NetworkError
 
 pytestmark = pytest.mark.e2e
 
@@ -62,120 +58,26 @@ STOP_TIMEOUT_SECS = 60.0
 
 # --------------------------------------------------------------------------- the network
 
-class NetworkError(Exception):
-    """An `ip` command failed: its command line and stderr."""
+# The machines: a host of the lab each, named for the task it runs.
+ROLES = (("ps", 0), ("worker", 0), ("worker", 1))
 
 
-def ip(*args: str) -> str:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    if result.returncode != 0:
-        raise NetworkError(f"`ip {' '.join(args)}` failed: {result.stderr.strip()}")
-    return result.stdout
-
-
-def networks_in_use() -> list[ipaddress.IPv4Network]:
-    """The host's IPv4 subnets: of its addresses and of its routes (read-only)."""
-    used = []
-    for line in ip("-o", "-4", "addr", "show").splitlines():
-        match = re.search(r"\binet (\S+)", line)
-        if match:
-            used.append(ipaddress.ip_interface(match.group(1)).network)
-    for line in ip("-4", "route", "show", "table", "all").splitlines():
-        words = line.split()
-        for word in words[:2]:  # "10.0.0.0/8 dev ..." or "local 10.1.2.3 dev ..."
-            try:
-                used.append(ipaddress.ip_network(word, strict=False))
-                break
-            except ValueError:
-                continue
-    return used
-
-
-def free_subnet() -> ipaddress.IPv4Network:
-    used = networks_in_use()
-    for _ in range(200):
-        subnet = ipaddress.IPv4Network(
-            f"10.{random.randint(16, 254)}.{random.randint(0, 255)}.0/24")
-        if not any(subnet.overlaps(net) for net in used if net.prefixlen > 0):
-            return subnet
-    raise NetworkError("no free 10.x.y.0/24 subnet found")
-
-
-@dataclass
+@dataclass(frozen=True)
 class Machine:
-    name: str  # "ps0", "worker0", ...
+    name: str  # "ps0", "worker0", ...: its host's name in the lab
     job: str
     task: int
-    netns: str
-    link: str  # its end of the veth pair, inside its namespace
-    address: str  # IPv4
+    address: str  # IPv4, on the lab's switch
 
     @property
     def host_port(self) -> str:
         return f"{self.address}:{PORT}"
 
 
-@dataclass
-class Lab:
-    """Network namespaces made for one test: machines on a bridge in a "switch" namespace."""
-
-    suffix: str = field(default_factory=lambda: secrets.token_hex(3))
-    machines: dict[str, Machine] = field(default_factory=dict)
-    namespaces: list[str] = field(default_factory=list)  # every one this lab created
-
-    @property
-    def switch(self) -> str:
-        return f"a3c-{self.suffix}-switch"
-
-    @property
-    def bridge(self) -> str:
-        return f"br-{self.suffix}"
-
-    def add_netns(self, name: str) -> None:
-        ip("netns", "add", name)
-        self.namespaces.append(name)
-        ip("-n", name, "link", "set", "lo", "up")  # a new namespace starts with lo down
-
-    def build(self, roles: list[tuple[str, int]]) -> None:
-        subnet = free_subnet()
-        hosts = subnet.hosts()
-        self.add_netns(self.switch)
-        ip("-n", self.switch, "link", "add", self.bridge, "type", "bridge")
-        ip("-n", self.switch, "link", "set", self.bridge, "up")
-        for i, (job, task) in enumerate(roles):
-            machine = Machine(name=f"{job}{task}", job=job, task=task,
-                              netns=f"a3c-{self.suffix}-{job}{task}",
-                              link=f"eth-{self.suffix}", address=str(next(hosts)))
-            port = f"sw-{self.suffix}-{i}"
-            self.add_netns(machine.netns)
-            # Made in the switch, then one end moved: the host namespace never sees either.
-            ip("-n", self.switch, "link", "add", port, "type", "veth", "peer", "name",
-               machine.link)
-            ip("-n", self.switch, "link", "set", machine.link, "netns", machine.netns)
-            ip("-n", self.switch, "link", "set", port, "master", self.bridge)
-            ip("-n", self.switch, "link", "set", port, "up")
-            ip("-n", machine.netns, "addr", "add", f"{machine.address}/{subnet.prefixlen}",
-               "dev", machine.link)
-            ip("-n", machine.netns, "link", "set", machine.link, "up")
-            self.machines[machine.name] = machine
-
-    def set_link(self, machine: Machine, state: str) -> None:
-        """`ip link set <veth> up|down` inside the machine, as its admin would."""
-        ip("-n", machine.netns, "link", "set", machine.link, state)
-
-    def destroy(self) -> list[str]:
-        """Delete every namespace this lab made (their veths and the bridge go with them);
-        returns the errors."""
-        errors = []
-        for name in reversed(self.namespaces):
-            try:
-                ip("netns", "del", name)
-            except NetworkError as error:
-                errors.append(str(error))
-        left = set(ip("netns", "list").split()) & set(self.namespaces)
-        if left:
-            errors.append(f"namespaces left behind: {sorted(left)}")
-        return errors
+def machines_of(lab: Lab) -> dict[str, Machine]:
+    return {f"{job}{task}": Machine(f"{job}{task}", job, task,
+                                    lab.hosts[f"{job}{task}"].address)
+            for job, task in ROLES}
 
 
 @pytest.fixture
@@ -186,9 +88,9 @@ def lab():
         pytest.skip(f"needs root to make network namespaces (running as uid {os.geteuid()})")
     if shutil.which("ip") is None:
         pytest.skip("needs the `ip` command of iproute2, which is not installed")
-    lab = Lab()
+    lab = Lab([f"{job}{task}" for job, task in ROLES], prefix="a3c")
     try:
-        lab.build([("ps", 0), ("worker", 0), ("worker", 1)])
+        lab.build()
     except (NetworkError, OSError, subprocess.SubprocessError) as error:
         lab.destroy()
         pytest.skip(f"cannot build the test network: {error}")
@@ -244,9 +146,10 @@ class Run:
 class Launchers:
     def __init__(self, lab: Lab, tmp_path: Path):
         self.lab, self.tmp_path = lab, tmp_path
+        self.machines = machines_of(lab)
         self.runs: dict[str, Run] = {}
         self.cluster_file = tmp_path / "cluster.json"
-        machines = list(lab.machines.values())
+        machines = list(self.machines.values())
         self.cluster_file.write_text(json.dumps({
             "ps": [m.host_port for m in machines if m.job == "ps"],
             "worker": [m.host_port for m in machines if m.job == "worker"]}))
@@ -257,10 +160,11 @@ class Launchers:
         out, err = logdir.parent / "launcher.out", logdir.parent / "launcher.err"
         with open(out, "w") as stdout, open(err, "w") as stderr:
             process = subprocess.Popen(
-                ["ip", "netns", "exec", machine.netns,  # execs the command: same pid
-                 sys.executable, "-m", "a3c_graph.launch", "start",
-                 "--cluster", str(self.cluster_file), "--tasks", f"{machine.job}:{machine.task}",
-                 "--allow-remote", "--logdir", str(logdir), *TRAINING],
+                self.lab.exec_command(machine.name, [  # ip netns exec: the same pid
+                    sys.executable, "-m", "a3c_graph.launch", "start",
+                    "--cluster", str(self.cluster_file), "--tasks",
+                    f"{machine.job}:{machine.task}", "--allow-remote", "--logdir", str(logdir),
+                    *TRAINING]),
                 cwd=self.tmp_path, env=launcher_env(), stdout=stdout, stderr=stderr,
                 start_new_session=True)
         run = Run(machine, logdir, process, out, err)
@@ -321,7 +225,7 @@ def launchers(lab, tmp_path):
 # --------------------------------------------------------------------------- the test
 
 def test_a_worker_whose_link_goes_down_reconnects_and_training_goes_on(lab, launchers):
-    ps, chief, worker = (lab.machines[name] for name in ("ps0", "worker0", "worker1"))
+    ps, chief, worker = (launchers.machines[name] for name in ("ps0", "worker0", "worker1"))
     runs = {m.name: launchers.start(m) for m in (ps, chief, worker)}
     ps_run, chief_run, worker_run = runs["ps0"], runs["worker0"], runs["worker1"]
 
@@ -340,7 +244,7 @@ def test_a_worker_whose_link_goes_down_reconnects_and_training_goes_on(lab, laun
     # Worker 1's machine loses its network for a while.
     at_cut = worker_run.progress()
     step_at_cut = global_step()
-    lab.set_link(worker, "down")
+    lab.set_link(worker.name, up=False)
     # A rollout in flight at the cut may still finish; after that worker 1 is stuck.
     time.sleep(LINK_DOWN_SECS / 2)
     cut_off = worker_run.progress()
@@ -354,7 +258,7 @@ def test_a_worker_whose_link_goes_down_reconnects_and_training_goes_on(lab, laun
     assert not (still["pid"] == cut_off["pid"]
                 and still["local_env_steps"] > cut_off["local_env_steps"]), (
         "worker 1 kept training while its link was down", cut_off, still)
-    lab.set_link(worker, "up")
+    lab.set_link(worker.name, up=True)
     up = time.time()
 
     def trains_again() -> dict | None:

@@ -7,7 +7,6 @@ clusters, cluster files, TF_CONFIG), test_slurm.py and test_security.py.
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 import sys
@@ -23,7 +22,6 @@ from a3c_graph.launcher.plan import (
     TaskPlan,
     check_logdir_writable,
     command_line,
-    describe_target,
     memory_problem,
     parse_tasks_flag,
     private_network_wanted,
@@ -143,11 +141,6 @@ def test_a_command_line_is_one_pasteable_shell_line_environment_first():
     line = command_line(task)
     assert line == "A=1 TF_CONFIG='{\"task\": 1}' python -m a3c_graph.worker --logdir '/runs/a b'"
     assert shlex.split(line)[2:] == list(task.argv)
-
-
-def test_no_target_reads_as_running_to_the_budget():
-    assert describe_target(475.0) == "475"
-    assert describe_target(math.inf) == "none (runs to its budget)"
 
 
 # --------------------------------------------------------------------------- log dir

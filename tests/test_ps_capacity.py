@@ -27,16 +27,28 @@ from conftest import colored_pixels, stop_process_tree
 from benchmarks.ps_capacity import latency_relay, netlab
 from benchmarks.ps_capacity import measure as pc
 from benchmarks.ps_capacity.pusher import COUNTER, count_rpcs, read_counter
+from benchmarks.ps_capacity.report import (
+    TABLE_HEADER,
+    Link,
+    PsLoad,
+    Snapshot,
+    make_row,
+    plot_results,
+    ps_loads,
+    ps_tasks_needed,
+    table_row,
+    write_results,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
-COLUMNS = pc.TABLE_HEADER.count("|") - 1
+COLUMNS = TABLE_HEADER.count("|") - 1
 
 
 # --------------------------------------------------------------------------- the grid, flags
 
 def test_the_sweep_varies_one_thing_at_a_time_and_full_is_the_product():
-    L = pc.Link
+    L = Link
     assert pc.link_conditions([0, 1, 10], [10, 1], "sweep") == [
         L(0, 10), L(1, 10), L(10, 10), L(0, 1)]
     full = pc.link_conditions([0, 10], [1, 10], "full")
@@ -79,9 +91,9 @@ def test_without_root_it_says_so_in_one_line(monkeypatch, capsys):
 # --------------------------------------------------------------------------- rows
 
 def snapshot(time_, updates, links, ps_cpu, pushers=0.0, relay=0.0, busy=0.0):
-    return pc.Snapshot(time=time_, updates=updates, ps_links=links,
-                       cpu={"ps": sum(ps_cpu), "pushers": pushers, "relay": relay},
-                       ps_cpu=ps_cpu, machine_busy=busy)
+    return Snapshot(time=time_, updates=updates, ps_links=links,
+                    cpu={"ps": sum(ps_cpu), "pushers": pushers, "relay": relay},
+                    ps_cpu=ps_cpu, machine_busy=busy)
 
 
 READY = {"parameters": 9155, "tensor_bytes": 36620,
@@ -93,7 +105,7 @@ def test_a_row_is_per_update_over_the_window_and_every_ps_link():
                       pushers=10.0, busy=50.0)
     after = snapshot(104.0, [350, 210], {"ps0": (201_000, 105_000), "ps1": (200_000, 100_000)},
                      [1.2, 2.6], pushers=11.0, busy=58.0)
-    row = pc.make_row("cartpole", 2, pc.Link(1, 10), before, after, READY, "relay", None)
+    row = make_row("cartpole", 2, Link(1, 10), before, after, READY, "relay", None)
     assert row["updates"] == 500 and row["updates_per_s"] == 125 and row["pushers"] == 2
     assert row["bytes_to_ps_per_update"] == 800 and row["bytes_from_ps_per_update"] == 400
     assert row["ps_cpu_ms_per_update"] == pytest.approx(1.6)
@@ -104,7 +116,7 @@ def test_a_row_is_per_update_over_the_window_and_every_ps_link():
     # Each pusher's time per update: 4 s over 300 and over 200 updates.
     assert row["step_ms"] == pytest.approx((4000 / 300 + 4000 / 200) / 2)
     assert row["rpcs_per_update"] == 28
-    line = pc.table_row(row)
+    line = table_row(row)
     assert line.count("|") - 1 == COLUMNS
     assert "| 28 (2 + 2 + 2 + 22) |" in line
 
@@ -112,9 +124,9 @@ def test_a_row_is_per_update_over_the_window_and_every_ps_link():
 def test_a_window_without_updates_has_no_per_update_figures():
     same = snapshot(0.0, [7], {"ps0": (0, 0)}, [0.0])
     later = snapshot(2.0, [7], {"ps0": (0, 0)}, [0.0])
-    row = pc.make_row("pong", 1, pc.Link(10, 1), same, later, READY, "netem", None)
+    row = make_row("pong", 1, Link(10, 1), same, later, READY, "netem", None)
     assert row["updates_per_s"] == 0 and row["ps_cpu_ms_per_update"] is None
-    assert row["step_ms"] is None and pc.table_row(row).count("|") - 1 == COLUMNS
+    assert row["step_ms"] is None and table_row(row).count("|") - 1 == COLUMNS
 
 
 def test_results_md_has_the_table_and_what_each_ps_count_absorbs(tmp_path):
@@ -122,7 +134,7 @@ def test_results_md_has_the_table_and_what_each_ps_count_absorbs(tmp_path):
     settings = {"started": "now", "nets": ["pong"], "pushers": 4, "delay": "relay",
                 "seconds": 8, "settle": 2}
     machine = {"cpu_count": 2, "load_average_at_start": [0.1, 0.1, 0.1]}
-    text = pc.write_results(tmp_path, settings, machine, rows, None, None)
+    text = write_results(tmp_path, settings, machine, rows, None, None)
     table = [line for line in text.splitlines() if line.startswith("| pong")]
     assert len(table) == 3 and all(line.count("|") - 1 == COLUMNS for line in table)
     # 1.1 ms and 400 KB per update: 0.5 / 1.1 ms = 455/s; 1 Gbit/s: 0.5e9 / 3.2e6 = 156/s.
@@ -131,7 +143,7 @@ def test_results_md_has_the_table_and_what_each_ps_count_absorbs(tmp_path):
             "156 updates/s on 1 Gbit/s links, 455 on 10 Gbit/s.") in text
     data = json.loads((tmp_path / "results.json").read_text())
     assert [load["ps"] for load in data["ps_loads"]["pong"]] == [1, 2, 4]
-    pc.plot_results(tmp_path, rows, ["pong"])
+    plot_results(tmp_path, rows, ["pong"])
     assert colored_pixels(tmp_path / "ps_capacity.png") > 100  # the ps counts' curves are drawn
 
 
@@ -152,33 +164,33 @@ def test_the_loads_come_from_the_fastest_link_only():
     rows = [fake_row(ps, cpu_ms=1.0 / ps) for ps in (4, 1, 2)]
     rows += [fake_row(ps, cpu_ms=50.0, rtt=10.0) for ps in (1, 2, 4)]
     rows += [fake_row(ps, cpu_ms=50.0, gbit=1.0) for ps in (1, 2, 4)]
-    assert pc.ps_loads(rows, "pong") == [pc.PsLoad(1, 1e-3, 400e3), pc.PsLoad(2, 5e-4, 200e3),
-                                         pc.PsLoad(4, 2.5e-4, 100e3)]
-    assert pc.ps_loads(rows, "cartpole") == []
+    assert ps_loads(rows, "pong") == [PsLoad(1, 1e-3, 400e3), PsLoad(2, 5e-4, 200e3),
+                                      PsLoad(4, 2.5e-4, 100e3)]
+    assert ps_loads(rows, "cartpole") == []
 
 
-LOADS = [pc.PsLoad(1, 1e-3, 400e3), pc.PsLoad(2, 6e-4, 200e3), pc.PsLoad(4, 4e-4, 100e3)]
+LOADS = [PsLoad(1, 1e-3, 400e3), PsLoad(2, 6e-4, 200e3), PsLoad(4, 4e-4, 100e3)]
 
 
 def test_enough_ps_tasks_for_the_cpu():
     # At half a core: 500/s for 1 ps, 833/s for 2, 1250/s for 4 (10 Gbit/s links: no limit).
-    assert pc.ps_tasks_needed(40, 10.0, 10.0, LOADS) == 1
-    assert pc.ps_tasks_needed(60, 10.0, 10.0, LOADS) == 2
-    assert pc.ps_tasks_needed(100, 10.0, 10.0, LOADS) == 4
+    assert ps_tasks_needed(40, 10.0, 10.0, LOADS) == 1
+    assert ps_tasks_needed(60, 10.0, 10.0, LOADS) == 2
+    assert ps_tasks_needed(100, 10.0, 10.0, LOADS) == 4
 
 
 def test_enough_ps_tasks_for_the_links():
     # At half of 1 Gbit/s: 156/s with 400 KB per update on one link, 312/s with 200 KB.
-    assert pc.ps_tasks_needed(20, 10.0, 1.0, LOADS) == 2
-    assert pc.ps_tasks_needed(15, 10.0, 1.0, LOADS) == 1
+    assert ps_tasks_needed(20, 10.0, 1.0, LOADS) == 2
+    assert ps_tasks_needed(15, 10.0, 1.0, LOADS) == 1
 
 
 def test_none_when_no_measured_ps_count_is_enough():
-    assert pc.ps_tasks_needed(200, 10.0, 10.0, LOADS) is None
+    assert ps_tasks_needed(200, 10.0, 10.0, LOADS) is None
     # More ps tasks that cost more each (ps-to-ps RPCs): still only what was measured counts.
-    worse = [pc.PsLoad(1, 1e-3, 400e3), pc.PsLoad(2, 5e-3, 200e3)]
-    assert pc.ps_tasks_needed(40, 10.0, 10.0, worse) == 1
-    assert pc.ps_tasks_needed(60, 10.0, 10.0, worse) is None
+    worse = [PsLoad(1, 1e-3, 400e3), PsLoad(2, 5e-3, 200e3)]
+    assert ps_tasks_needed(40, 10.0, 10.0, worse) == 1
+    assert ps_tasks_needed(60, 10.0, 10.0, worse) is None
 
 
 # --------------------------------------------------------------------------- what an update sends

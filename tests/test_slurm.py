@@ -267,7 +267,7 @@ def test_launcher_default_logdir_is_named_after_the_slurm_job(slurm):
 
 
 @pytest.mark.parametrize("argv, words", [
-    ([], "is not loopback"),  # no --allow-remote
+    ([], "is not a loopback address"),  # no --allow-remote
     (["--allow-remote", "--tasks", "ps:0"], "drop --tasks"),
     (["--allow-remote", "--workers", "2"], "--workers 2 disagrees with the Slurm step"),
     (["--allow-remote", "--ps", "4"], "--ps 4 leaves no worker"),

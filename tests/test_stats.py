@@ -8,12 +8,22 @@ is over the RECENT_EPISODES newest episodes of all rows, whichever worker finish
 from __future__ import annotations
 
 import math
+import time
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from a3c_graph.core.stats import RECENT_EPISODES, EpisodeStats, solved
+from a3c_graph.core.config import resolve_config
+from a3c_graph.core.stats import (
+    RECENT_EPISODES,
+    EpisodeStats,
+    describe_target,
+    env_and_target_return,
+    solved,
+    training_stop_reason,
+)
 
 tf1 = tf.compat.v1
 
@@ -26,6 +36,55 @@ tf1 = tf.compat.v1
 ])
 def test_a_run_is_solved_by_the_mean_of_a_full_window(count, mean, target, expected):
     assert solved(count, mean, target) is expected
+
+
+def counters(env_steps=0, recent_count=0, mean=math.nan):
+    return {"env_steps": env_steps, "recent_count": recent_count, "mean_return_100": mean}
+
+
+def test_training_stops_when_solved_or_its_budget_is_spent():
+    config = resolve_config({"max_steps": 1000, "max_seconds": 60.0})
+    now = time.time()
+    assert training_stop_reason(counters(999, 50, 500.0), config, 475.0, now) is None
+    assert training_stop_reason(counters(999, RECENT_EPISODES, 475.0), config, 475.0,
+                                now) == "solved"
+    # Solved wins over a budget spent in the same update.
+    assert training_stop_reason(counters(1000, RECENT_EPISODES, 475.0), config, 475.0,
+                                now - 61) == "solved"
+    assert training_stop_reason(counters(1000), config, 475.0, now) == "max_steps"
+    assert training_stop_reason(counters(10), config, 475.0, now - 61) == "max_seconds"
+
+
+def test_no_target_reads_as_running_to_the_budget():
+    assert describe_target(475.0) == "475"
+    assert describe_target(math.inf) == "none (runs to its budget)"
+
+
+def test_the_target_is_the_flag_else_the_env_threshold():
+    info, target = env_and_target_return(resolve_config({"env": "CartPole-v1"}))
+    assert (info.obs_shape, target) == ((4,), 475.0)
+    given = {"env": "CartPole-v1", "target_return": 100.0}
+    assert env_and_target_return(resolve_config(given))[1] == 100.0
+
+
+class ExplodingEnv(gym.Env):
+    def __init__(self, **options):
+        raise RuntimeError("no display\nsecond line")
+
+
+gym.register(id="ExplodingEnvForStats-v0", entry_point=ExplodingEnv)
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"env": "NoSuchEnv-v9"}, "NoSuchEnv-v9"),
+    ({"env": "ExplodingEnvForStats-v0"},
+     "env 'ExplodingEnvForStats-v0' cannot be made: no display"),
+    ({"env": "CartPole-v1", "policy": "cnn"}, "--policy cnn needs image observations"),
+])
+def test_an_env_a_run_cannot_use_is_one_value_error(given, message):
+    with pytest.raises(ValueError) as raised:
+        env_and_target_return(resolve_config(given))
+    assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 class Cluster:

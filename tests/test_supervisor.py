@@ -1,6 +1,6 @@
 """The supervisor's decisions, without processes: whether and when a task that exited starts
-again, whether a run that ended failed, which error of its log is relayed, and the progress
-line.
+again, whether a run that ended failed (launcher/restarts.py); which error of its log is
+relayed, the progress line, its rate and the stall warnings (launcher/report.py).
 
 The supervisor at work (real processes, signals, the summary) is in test_launch.py, with a
 fake worker module, and in test_supervision.py with real clusters.
@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import pytest
 
-from a3c_graph.launcher.supervisor import (
+from a3c_graph.launcher.report import (
+    STALL_SECS,
+    StallWarnings,
+    newest_output,
+    progress_line,
+    steps_per_sec_between,
+    task_error,
+)
+from a3c_graph.launcher.restarts import (
     HEALTHY_SECS,
     RESTART_BACKOFF_SECS,
     RunVerdict,
     TaskExit,
-    newest_output,
-    progress_line,
     restart_decision,
     run_verdict,
-    task_error,
 )
 from a3c_graph.progress import Totals
 
@@ -164,3 +169,57 @@ def test_the_progress_line_before_and_during_training():
         "[  2:05] step 1,234  env steps 56,789  4,322 steps/s  episodes 321  "
         "mean return(100) 187.2")
     assert "- steps/s" in progress_line(125.0, totals, None)
+
+
+def totals_at(time: float, global_step: int, env_steps: int) -> Totals:
+    return Totals(time=time, global_step=global_step, env_steps=env_steps, episodes=0,
+                  mean_return_100=None, local_steps_per_sec=0.0, stop_reason=None,
+                  solved=False, training_started=1.0)
+
+
+def test_the_rate_is_env_steps_per_second_between_two_readings():
+    assert steps_per_sec_between(totals_at(10.0, 5, 1000), totals_at(15.0, 9, 3000)) == 400.0
+    assert steps_per_sec_between(None, totals_at(15.0, 9, 3000)) is None
+    assert steps_per_sec_between(totals_at(10.0, 5, 1000), None) is None
+
+
+def test_there_is_no_rate_across_a_restart_or_before_training():
+    # A restarted task's counters start from zero, and a restored checkpoint steps back.
+    assert steps_per_sec_between(totals_at(10.0, 5, 3000), totals_at(15.0, 9, 1000)) is None
+    assert steps_per_sec_between(totals_at(10.0, 0, 0), totals_at(15.0, 9, 3000)) is None
+    assert steps_per_sec_between(totals_at(10.0, 5, 1000), totals_at(10.0, 5, 1000)) is None
+
+
+# --------------------------------------------------------------------------- stall warnings
+
+NOW = 1_000_000.0
+
+
+def running(age: float, pid: int = 100) -> dict:
+    return {"state": "running", "time": NOW - age, "pid": pid}
+
+
+def test_a_worker_that_stopped_reporting_is_warned_about_once_per_stall():
+    stalls = StallWarnings(progress_secs=1.0)
+    late = STALL_SECS + 5
+    assert stalls.new_stalls({0: running(1.0), 1: running(late)}, {0: 100, 1: 100}, NOW) == [
+        f"launch_cluster: warning: worker task 1 has not reported for {late:.0f} s "
+        "(cannot reach the ps?)"]
+    assert stalls.new_stalls({1: running(late + 5)}, {1: 100}, NOW) == []
+    # It reported again, then stalled again: a new warning.
+    assert stalls.new_stalls({1: running(1.0)}, {1: 100}, NOW) == []
+    assert len(stalls.new_stalls({1: running(late)}, {1: 100}, NOW)) == 1
+
+
+def test_a_slow_progress_interval_is_no_stall():
+    stalls = StallWarnings(progress_secs=10.0)  # its files are due every 10 s: 100 s limit
+    assert stalls.new_stalls({0: running(STALL_SECS + 5)}, {0: 100}, NOW) == []
+
+
+def test_the_file_of_an_earlier_process_or_a_stopped_worker_is_no_stall():
+    stalls = StallWarnings(progress_secs=1.0)
+    old = STALL_SECS + 5
+    # Restarted: the new process (pid 200) is still starting.
+    assert stalls.new_stalls({0: running(old, pid=100)}, {0: 200}, NOW) == []
+    assert stalls.new_stalls({0: running(old)}, {}, NOW) == []  # no longer running
+    assert stalls.new_stalls({0: {**running(old), "state": "done"}}, {0: 100}, NOW) == []

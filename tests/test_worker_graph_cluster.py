@@ -131,8 +131,9 @@ def test_one_update_moves_every_global_by_adams_step_of_its_own_gradient(num_ps,
     both, so a gradient sent to the wrong variable (the policy's and the value's first
     layers have the same shape) fails."""
     rollout, weights = queued_rollout(seed=4), network_weights(seed=5)
-    got = in_cluster("tests.test_agent_cluster:one_update", num_ps=num_ps, config=UPDATE_CONFIG,
-                     rollout=rollout, weights=weights, env_steps=ENV_STEPS_BEFORE)
+    got = in_cluster("tests.test_worker_graph_cluster:one_update", num_ps=num_ps,
+                     config=UPDATE_CONFIG, rollout=rollout, weights=weights,
+                     env_steps=ENV_STEPS_BEFORE)
 
     gradients = ground_truth.clipped(
         ground_truth.mlp_semi_gradient(weights, rollout, UPDATE_CONFIG),
@@ -204,9 +205,9 @@ def test_a_resumed_run_restores_every_weight_and_adam_slot_of_the_checkpoint(in_
     logdir = tmp_path / "run"
     logdir.mkdir()
     rollout, weights = queued_rollout(seed=6), network_weights(seed=7)
-    trained = in_cluster("tests.test_agent_cluster:train_and_save", num_ps=num_ps,
+    trained = in_cluster("tests.test_worker_graph_cluster:train_and_save", num_ps=num_ps,
                          config=UPDATE_CONFIG, rollout=rollout, weights=weights, logdir=logdir)
-    restored = in_cluster("tests.test_agent_cluster:restore_as_the_chief", num_ps=num_ps,
+    restored = in_cluster("tests.test_worker_graph_cluster:restore_as_the_chief", num_ps=num_ps,
                           config=UPDATE_CONFIG, logdir=logdir)
 
     assert restored["checkpoint"] == trained["saved"]

@@ -1,2 +1,3 @@
-"""The algorithm: config, envs, the networks and their TF-free spec, losses, rollouts and the
-episode statistics. Nothing here imports the cluster or process code."""
+"""The algorithm: config, envs, the networks and their TF-free spec, losses, the learner,
+rollouts, and the episode statistics with the rules that stop a run. Nothing here imports
+the cluster or process code."""

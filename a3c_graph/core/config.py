@@ -162,22 +162,11 @@ class A3CConfig:
                 raise ValueError(f"--{_flag(name)} must be 0 or more, got {getattr(self, name)}")
 
 
-# What each preset changes from the dataclass defaults (which are the cartpole preset).
-# cartpole: raw advantages, Adam epsilon 0.1 and lr 3e-3, annealed, keep a solved CartPole
-# policy solved (2M-step runs past the target, docs/learning.md); with normalized advantages
-# and epsilon 1e-5 every seed measured fell far below 400 after reaching 475, and at lr 4e-3
-# one seed of five fell to 181 just after it.
-# atari: A3C's Atari settings (Mnih et al. 2016; universe-starter-agent): 20-step rollouts,
-# here with GAE(0.95) (n-step returns, lambda = 1, sat at a mean of -13 on Pong after 36
-# minutes; docs/learning.md), a gradient clip that can trigger on mean losses (0.5: the
-# norm is about 0.3; universe-starter-agent's 40 is on losses summed over 20 steps), raw
-# advantages (Pong's rewards are sparse: normalizing a batch of near-zero advantages would
-# only amplify noise), one 256-unit layer after the convolutions (and a 256-unit LSTM with
-# --policy lstm). Adam at 4e-4: universe-starter-agent's 1e-4 is per update of one env's
-# 20 steps; an update here learns from 4 envs' 20 steps. A budget of 10M agent steps (40M
-# frames, the usual Atari budget), which also sets how fast the learning rate anneals. The
-# entropy bonus stays at 0.01: at 0.0025 the Pong policy collapsed to near-deterministic
-# (entropy 0.01) and back several times and the mean swung between -14 and -18.
+# What each preset changes from the dataclass defaults (which are the cartpole preset); why
+# each value, with the runs that chose it: docs/learning.md, "Why the presets are what they are".
+# cartpole: raw advantages and Adam epsilon 0.1 at lr 3e-3, annealed, keep a solved policy solved.
+# atari: A3C's Atari settings (Mnih et al. 2016; universe-starter-agent), adapted to 4 envs
+# per update and to losses that are means, not sums.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": {},
     "atari": {
@@ -195,13 +184,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_secs": 120.0,
         "clip_rewards": True,
     },
-    # minatar: the small network of the MinAtar paper (Young and Tian 2019: one 3x3
-    # convolution of 16 filters at stride 1, then 128 units) and its budget of 5M frames
-    # (one frame per step). No target: MinAtar is reported as the score at the budget.
-    # An entropy bonus of 0.03: at 0.01 Breakout's policy turned near-deterministic within
-    # 1M frames and stayed at a mean return of 5 (docs/learning.md). 8 envs per worker: twice
-    # the updates per frame of 16 at the same agent steps/s; with 16 every Breakout seed
-    # stalled between 11 and 15 (docs/learning.md).
+    # minatar: the MinAtar paper's network and budget (Young and Tian 2019), no target (its
+    # score is the one at the budget); the entropy bonus and envs per worker keep Breakout
+    # learning (docs/learning.md).
     "minatar": {
         "envs_per_worker": 8,
         "rollout_length": 20,

@@ -241,8 +241,8 @@ def make_atari_vector_env(env_id: str, num_envs: int, *,
                           ) -> gym.vector.VectorEnv:
     """`num_envs` envs of an ALE id as ale-py's own vector env (Gymnasium's make_vec through
     the id's registered vector entry point): the emulator, the frame skip with max-pooling,
-    the no-ops, grayscale, resize and frame stack all run in C++, about 190 us of an agent
-    step less than the same preprocessing in Python wrappers (benchmarks/PERFORMANCE.md).
+    the no-ops, grayscale, resize and frame stack all run in C++, faster than the same
+    preprocessing in Python wrappers (benchmarks/PERFORMANCE.md has the figures).
 
     Its frames are make_env's exactly: the same ALE v5 protocol, and its resize gives the
     same pixels as AtariPreprocessing's (tests/test_atari.py compares them step by step);

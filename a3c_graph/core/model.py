@@ -11,9 +11,14 @@ Three networks, picked by build_network from --policy and the observation shape:
                    then the --hidden-sizes layers, shared by the policy and value heads
   ActorCriticLSTM  the mlp or cnn torso, then an LSTM; its state is carried by the caller
                    (recurrent = True: step(obs, state) and unroll(...) instead of __call__)
+Each has learner_outputs(rollout): the learner's forward pass over a whole rollout, done
+the way that is cheapest for that network.
 Image observations are [C, H, W] (Atari: uint8 [4, 42, 42], the stacked frames first;
 MinAtar: bool [C, 10, 10]); they are cast to float (uint8 scaled by 1/255) and moved to
 channels-last inside the graph.
+
+Every variable's name, shape and place in the order comes from network_spec.py, which the
+launcher's estimate and the checkpoint check read too; here they get their initializers.
 
 Nothing here knows where a network lives: copying the globals on the ps into a worker's
 local copy crosses tasks, and that is worker_graph.py's (through transfer.py), so the math imports
@@ -22,11 +27,13 @@ no cluster code.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 
 import tensorflow as tf
 
+from a3c_graph.core import network_spec
 from a3c_graph.core.config import resolve_policy
 
 tf1 = tf.compat.v1
@@ -65,16 +72,19 @@ class ActorCriticMLP:
                  scope: str, local: bool = False, variable_factory=graph_variable):
         self.obs_dim = int(math.prod(obs_shape))
         self.num_actions = num_actions
-        vars_ = _Variables(variable_factory)
+        vars_ = _Variables(network_spec.mlp_variables(obs_shape, num_actions, hidden_sizes),
+                           variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.policy_layers = self._tower(vars_, "policy", hidden_sizes, num_actions, 0.01)
-            self.value_layers = self._tower(vars_, "value", hidden_sizes, 1, 1.0)
+            self.policy_layers = self._tower(vars_, "policy", len(hidden_sizes), 0.01)
+            self.value_layers = self._tower(vars_, "value", len(hidden_sizes), 1.0)
+        vars_.all_created()
 
-    def _tower(self, vars_, name, hidden_sizes, out_size, out_gain):
-        layers, in_size = _dense_stack(vars_, f"{name}/", self.obs_dim, hidden_sizes)
-        layers.append(vars_.dense(f"{name}/fc{len(layers)}", in_size, out_size, gain=out_gain))
+    @staticmethod
+    def _tower(vars_, name, num_hidden, out_gain):
+        layers = _dense_stack(vars_, f"{name}/", num_hidden)
+        layers.append(vars_.dense(f"{name}/fc{num_hidden}", gain=out_gain))
         return layers
 
     @property
@@ -86,6 +96,21 @@ class ActorCriticMLP:
         x = tf.reshape(tf.cast(observations, tf.float32), [-1, self.obs_dim])
         return self._apply(self.policy_layers, x), self._apply(self.value_layers, x)[:, 0]
 
+    def learner_outputs(self, rollout: dict):
+        """The learner's forward pass over a rollout's obs and next_obs [T, B, *obs_shape]:
+        logits [T * B, A] and values [T * B] of s_t, and values [T * B] of the true s_{t+1}.
+
+        One pass over s_t and s_{t+1} together: for a small MLP, cheaper than picking out
+        the s_{t+1} that are not s_t's of the rollout (values_of_next_obs).
+        """
+        T, B = rollout["obs"].shape.as_list()[:2]
+        obs_shape = rollout["obs"].shape.as_list()[2:]
+        both = tf.concat([tf.reshape(rollout[key], [T * B, *obs_shape])
+                          for key in ("obs", "next_obs")], axis=0)
+        both.set_shape([2 * T * B, *obs_shape])
+        logits, values = self(both)
+        return logits[:T * B], values[:T * B], values[T * B:]
+
     @staticmethod
     def _apply(layers, x):
         for i, (weights, biases) in enumerate(layers):
@@ -95,37 +120,59 @@ class ActorCriticMLP:
         return x
 
 
-CONV_KERNEL = 3
+# The cnn torso's convolutions when none are given: four of 32 filters at stride 2 (Atari).
+CONV_FILTERS = (32, 32, 32, 32)
+CONV_STRIDE = 2
 LSTM_FORGET_BIAS = 1.0  # starts the LSTM remembering (Jozefowicz et al. 2015)
 
 
 class _Variables:
-    """Creates a network's variables with its variable factory and remembers them in
-    creation order. Orthogonal weights (gain sqrt(2) unless given) and zero biases."""
+    """Creates a network's variables with its variable factory, in the order of its spec
+    (network_spec.py: [(name, shape)]) and with the spec's shapes, and remembers them.
+    Orthogonal weights (gain sqrt(2) unless given) and zero biases. A variable the spec
+    does not list next is a bug in one of the two: RuntimeError at once."""
 
-    def __init__(self, factory=graph_variable):
+    def __init__(self, spec: network_spec.Variables, factory=graph_variable):
+        self.spec = list(spec)
         self.factory = factory
         self.created: list = []
+        self.prefix = ""  # of the variable scopes entered inside the network's own
 
-    def get(self, name, shape, gain=None, zeros=False):
+    @contextlib.contextmanager
+    def scope(self, name: str):
+        outer, self.prefix = self.prefix, f"{self.prefix}{name}/"
+        try:
+            with tf1.variable_scope(name):
+                yield
+        finally:
+            self.prefix = outer
+
+    def get(self, name, gain=None, zeros=False):
+        index = len(self.created)
+        listed, shape = self.spec[index] if index < len(self.spec) else ("nothing", ())
+        if self.prefix + name != listed:
+            raise RuntimeError(f"the network creates {self.prefix + name!r} where "
+                               f"network_spec.py lists {listed!r}")
         initializer = (tf1.zeros_initializer() if zeros
                        else tf1.orthogonal_initializer(math.sqrt(2) if gain is None else gain))
-        var = self.factory(name, shape, initializer)
+        var = self.factory(name, list(shape), initializer)
         self.created.append(var)
         return var
 
-    def dense(self, name, in_size, out_size, gain=None):
-        return (self.get(f"{name}/weights", [in_size, out_size], gain),
-                self.get(f"{name}/biases", [out_size], zeros=True))
+    def dense(self, name, gain=None):
+        return (self.get(f"{name}/weights", gain), self.get(f"{name}/biases", zeros=True))
+
+    def all_created(self) -> list:
+        """The variables, once every one the spec lists is created (else RuntimeError)."""
+        if len(self.created) != len(self.spec):
+            raise RuntimeError(f"the network created {len(self.created)} of the "
+                               f"{len(self.spec)} variables network_spec.py lists")
+        return self.created
 
 
-def _dense_stack(vars_: _Variables, prefix: str, in_size: int, sizes):
-    """Dense layers fc0, fc1, ... of `sizes` after an input of `in_size`: (layers, out size)."""
-    layers = []
-    for i, size in enumerate(sizes):
-        layers.append(vars_.dense(f"{prefix}fc{i}", in_size, size))
-        in_size = size
-    return layers, in_size
+def _dense_stack(vars_: _Variables, prefix: str, count: int) -> list:
+    """Dense layers {prefix}fc0, fc1, ..., `count` of them: [(weights, biases)]."""
+    return [vars_.dense(f"{prefix}fc{i}") for i in range(count)]
 
 
 def _image_input(observations, obs_shape):
@@ -142,20 +189,15 @@ class _CNNTorso:
     """3x3 ELU convolutions of conv_filters[i] filters at conv_stride (SAME padding), then
     ELU dense layers: [N, F]."""
 
-    def __init__(self, vars_: _Variables, obs_shape, hidden_sizes,
-                 conv_filters: Sequence[int] = (32, 32, 32, 32), conv_stride: int = 2):
+    def __init__(self, vars_: _Variables, obs_shape, num_hidden: int,
+                 conv_filters: Sequence[int], conv_stride: int):
         self.obs_shape = tuple(obs_shape)
         self.stride = conv_stride
-        channels = 1 if len(obs_shape) == 2 else obs_shape[0]
-        height, width = obs_shape[-2:]
-        self.convs = []
-        for i, filters in enumerate(conv_filters):
-            kernel = vars_.get(f"conv{i}/kernel", [CONV_KERNEL, CONV_KERNEL, channels, filters])
-            self.convs.append((kernel, vars_.get(f"conv{i}/biases", [filters], zeros=True)))
-            channels = filters
-            height, width = -(-height // conv_stride), -(-width // conv_stride)
-        self.flat_size = height * width * channels
-        self.layers, self.out_size = _dense_stack(vars_, "", self.flat_size, hidden_sizes)
+        self.convs = [(vars_.get(f"conv{i}/kernel"), vars_.get(f"conv{i}/biases", zeros=True))
+                      for i in range(len(conv_filters))]
+        self.flat_size = math.prod(
+            network_spec.conv_output_shapes(obs_shape, conv_filters, conv_stride)[-1])
+        self.layers = _dense_stack(vars_, "", num_hidden)
 
     def __call__(self, observations):
         x = _image_input(observations, self.obs_shape)
@@ -170,9 +212,9 @@ class _CNNTorso:
 class _MLPTorso:
     """tanh dense layers on flattened observations: [N, F]."""
 
-    def __init__(self, vars_: _Variables, obs_shape, hidden_sizes):
+    def __init__(self, vars_: _Variables, obs_shape, num_hidden: int):
         self.obs_dim = int(math.prod(obs_shape))
-        self.layers, self.out_size = _dense_stack(vars_, "", self.obs_dim, hidden_sizes)
+        self.layers = _dense_stack(vars_, "", num_hidden)
 
     def __call__(self, observations):
         x = tf.reshape(tf.cast(observations, tf.float32), [-1, self.obs_dim])
@@ -181,20 +223,20 @@ class _MLPTorso:
         return x
 
 
-def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, **conv):
-    with tf1.variable_scope("torso"):
+def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, conv_filters, conv_stride):
+    with vars_.scope("torso"):
         if kind == "cnn":
-            return _CNNTorso(vars_, obs_shape, hidden_sizes, **conv)
-        return _MLPTorso(vars_, obs_shape, hidden_sizes)
+            return _CNNTorso(vars_, obs_shape, len(hidden_sizes), conv_filters, conv_stride)
+        return _MLPTorso(vars_, obs_shape, len(hidden_sizes))
 
 
 class _Heads:
     """Policy logits [N, A] and values [N] from features [N, F]."""
 
-    def __init__(self, vars_: _Variables, in_size: int, num_actions: int):
+    def __init__(self, vars_: _Variables):
         # A small policy gain starts the policy near uniform (Andrychowicz et al. 2021).
-        self.policy = vars_.dense("policy", in_size, num_actions, gain=0.01)
-        self.value = vars_.dense("value", in_size, 1, gain=1.0)
+        self.policy = vars_.dense("policy", gain=0.01)
+        self.value = vars_.dense("value", gain=1.0)
 
     def __call__(self, features):
         logits = tf.matmul(features, self.policy[0]) + self.policy[1]
@@ -211,18 +253,35 @@ class ActorCriticCNN:
     recurrent = False
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                 scope: str, local: bool = False, variable_factory=graph_variable, **conv):
+                 scope: str, local: bool = False, variable_factory=graph_variable,
+                 conv_filters: Sequence[int] = CONV_FILTERS, conv_stride: int = CONV_STRIDE):
         self.num_actions = num_actions
-        vars_ = _Variables(variable_factory)
+        vars_ = _Variables(network_spec.cnn_variables(obs_shape, num_actions, hidden_sizes,
+                                                      conv_filters, conv_stride),
+                           variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, **conv)
-            self.heads = _Heads(vars_, self.torso.out_size, num_actions)
-        self.variables = vars_.created
+            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, conv_filters, conv_stride)
+            self.heads = _Heads(vars_)
+        self.variables = vars_.all_created()
 
     def __call__(self, observations):
         return self.heads(self.torso(observations))
+
+    def learner_outputs(self, rollout: dict):
+        """The learner's forward pass over a rollout's obs and next_obs [T, B, C, H, W]:
+        logits [T * B, A] and values [T * B] of s_t, and values [T * B] of the true s_{t+1},
+        for which only the last step and the ends of episodes need a pass of their own
+        (values_of_next_obs)."""
+        obs = rollout["obs"]
+        T, B = obs.shape.as_list()[:2]
+        logits, values = self(tf.reshape(obs, [T * B, *obs.shape.as_list()[2:]]))
+        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
+        next_values = values_of_next_obs(
+            tf.reshape(values, [T, B]), done,
+            lambda indices: self(tf.gather_nd(rollout["next_obs"], indices))[1])
+        return logits, values, tf.reshape(next_values, [T * B])
 
 
 def lstm_cell(inputs, state, kernel, biases):
@@ -272,20 +331,23 @@ class ActorCriticLSTM:
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
                  lstm_size: int, torso: str, scope: str, local: bool = False,
-                 variable_factory=graph_variable, **conv):
+                 variable_factory=graph_variable, conv_filters: Sequence[int] = CONV_FILTERS,
+                 conv_stride: int = CONV_STRIDE):
         self.num_actions = num_actions
         self.lstm_size = lstm_size
         self.state_shape = (2, lstm_size)
-        vars_ = _Variables(variable_factory)
+        vars_ = _Variables(network_spec.lstm_variables(obs_shape, num_actions, hidden_sizes,
+                                                       lstm_size, torso, conv_filters,
+                                                       conv_stride),
+                           variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, **conv)
-            self.lstm_kernel = vars_.get("lstm/kernel",
-                                         [self.torso.out_size + lstm_size, 4 * lstm_size], 1.0)
-            self.lstm_biases = vars_.get("lstm/biases", [4 * lstm_size], zeros=True)
-            self.heads = _Heads(vars_, lstm_size, num_actions)
-        self.variables = vars_.created
+            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, conv_filters, conv_stride)
+            self.lstm_kernel = vars_.get("lstm/kernel", 1.0)
+            self.lstm_biases = vars_.get("lstm/biases", zeros=True)
+            self.heads = _Heads(vars_)
+        self.variables = vars_.all_created()
 
     def initial_state(self, batch_size):
         return tf.zeros([batch_size, *self.state_shape], tf.float32)
@@ -297,6 +359,12 @@ class ActorCriticLSTM:
         next_state = self._cell(self.torso(observations), state)
         logits, values = self.heads(next_state[:, 1])
         return logits, values, next_state
+
+    def learner_outputs(self, rollout: dict):
+        """The learner's forward pass over a rollout (see unroll): replayed from the state it
+        started with (rollout["initial_state"]), with the same resets as while acting."""
+        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
+        return self.unroll(rollout["obs"], rollout["next_obs"], rollout["initial_state"], done)
 
     def unroll(self, obs, next_obs, initial_state, done):
         """The learner's replay of a rollout, from the state it started with.

@@ -6,11 +6,10 @@ session.run of that op produces a complete rollout, so Python is entered once pe
 step (for the env itself) and TF once per rollout. The loop carries only the step count
 and the observations: each step's transition is written into numpy buffers by the env
 step itself (RolloutRecorder), and one more numpy_function hands the filled buffers to the
-graph after the loop. (Carrying eight TensorArrays through the loop instead cost more
-than the policy's forward pass: about 100 us per step of 8 CartPole envs, see
-benchmarks/PERFORMANCE.md.) A tf.compat.v1.train.QueueRunner runs one thread per actor;
-the Coordinator that owns those threads stops them, and the queue is closed with pending
-enqueues cancelled so no thread hangs on a full queue at shutdown.
+graph after the loop (TensorArrays carried through the loop cost more than the policy's
+forward pass: benchmarks/PERFORMANCE.md). A tf.compat.v1.train.QueueRunner runs one thread
+per actor; the Coordinator that owns those threads stops them, and the queue is closed with
+pending enqueues cancelled so no thread hangs on a full queue at shutdown.
 
 Rollout tensors are time-major, T refers to the rollout length, B to the envs per actor:
   obs [T, B, *obs_shape]       s_t, the observation acted on

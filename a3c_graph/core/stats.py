@@ -11,9 +11,18 @@ The window and the rule are read by code that must not import TensorFlow yet, or
 (the worker before it has checked its flags, the TF2 variants before they choose their
 device, the learning benchmark's report), so TensorFlow is imported inside EpisodeStats,
 which only the worker's graph builds.
+
+The stop rules live here too, once for every caller: the target a run stops at
+(env_and_target_return, which the launcher, a worker started by hand, the TF2 variants and
+the benchmarks resolve alike) and why a worker stops after an update (training_stop_reason).
 """
 
 from __future__ import annotations
+
+import math
+import time
+
+from a3c_graph.core.config import resolve_policy
 
 RECENT_EPISODES = 100
 
@@ -37,6 +46,47 @@ def target_return(config, info) -> float:
     if target is None:
         raise ValueError(f"env {config.env!r} has no reward_threshold; give --target-return")
     return float(target)
+
+
+def env_and_target_return(config):
+    """(envs.EnvInfo, target return) of a run of `config`: the env made once, the network
+    checked against its observations (no --policy cnn on CartPole), the target resolved as
+    target_return does. ValueError (one sentence) for anything a user got wrong, whatever
+    the env id's own code raised."""
+    from a3c_graph.core import envs  # imports gymnasium: only when a run is planned
+
+    try:
+        info = envs.env_info(config.env, **envs.env_options(config))
+    except envs.EnvError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"env {config.env!r} cannot be made: {first}") from None
+    resolve_policy(config.policy, info.obs_shape)
+    return info, target_return(config, info)
+
+
+def resolve_target_return(config) -> float:
+    """The target return of a run of `config`, checked as env_and_target_return checks it."""
+    return env_and_target_return(config)[1]
+
+
+def describe_target(target_return: float) -> str:
+    return f"{target_return:g}" if math.isfinite(target_return) else "none (runs to its budget)"
+
+
+def training_stop_reason(counters, config, target_return: float, started: float) -> str | None:
+    """Why a worker stops training after an update that read the cluster's `counters` (a
+    mapping with recent_count, mean_return_100 and env_steps), or None: solved (solved()),
+    the env steps or the seconds of its budget spent, counted from `started`: its first
+    applied update (progress.py: one clock for every variant)."""
+    if solved(int(counters["recent_count"]), float(counters["mean_return_100"]), target_return):
+        return "solved"
+    if int(counters["env_steps"]) >= config.max_steps:
+        return "max_steps"
+    if time.time() - started >= config.max_seconds:
+        return "max_seconds"
+    return None
 
 
 class EpisodeStats:

@@ -292,6 +292,17 @@ def non_loopback_hosts(cluster: Mapping[str, list]) -> list[str]:
     return [a for job in JOBS for a in cluster[job] if not is_loopback(split_host_port(a)[0])]
 
 
+def check_loopback(cluster: Mapping[str, list], allow_remote: bool) -> None:
+    """ClusterError unless every address of `cluster` is loopback or `allow_remote` (the
+    user's --allow-remote) says the network between them is trusted: the launcher and a task
+    started by hand refuse a remote cluster alike."""
+    remote = non_loopback_hosts(cluster)
+    if remote and not allow_remote:
+        raise ClusterError(f"{remote[0]} is not a loopback address; the TF server is "
+                           "unauthenticated gRPC, so pass --allow-remote only if the network "
+                           "is trusted")
+
+
 def check_port_free(address: str) -> None:
     """ClusterError if this task's port is taken.
 

@@ -32,6 +32,14 @@ STOP_GRACE_SECS = 8.0
 TOKEN_TIMEOUT_SECS = 5.0
 
 
+def releases_ps(args) -> bool:
+    """Whether a task's workers end the ps (its parsed flags, `args`): under Slurm, where
+    nobody stops it."""
+    from a3c_graph.distributed.cluster import SLURM
+
+    return args.cluster == SLURM
+
+
 def done_queue(ps_task: int):
     """The done queue on ps task `ps_task` (in the default graph)."""
     import tensorflow as tf

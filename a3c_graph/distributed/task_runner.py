@@ -1,13 +1,7 @@
 """One task of the cluster: ``python -m a3c_graph.worker --job worker --task 3 ...``.
 
-A ps task starts its server and serves until it is told to stop. A worker task starts
-its server, builds its A3C graph (worker_graph.py), and trains: actor threads fill the rollout
-queue while the main thread dequeues rollouts and applies gradients to the globals on
-the ps. Worker 0 is the chief: it initializes the globals or restores them from the
-latest checkpoint in --logdir, and writes checkpoints every --checkpoint-secs.
-
-Every worker writes TensorBoard summaries to <logdir>/tb/worker_<i> and its progress to
-<logdir>/progress/worker_<i>.json, which the launcher reads.
+A ps task starts its server and serves until it is told to stop (ps_task.py). A worker task
+starts its server, builds its A3C graph and trains (training.py).
 
 A task never tries to recover in place (but for a step the ps refused as a duplicate
 request, which it runs again: sessions.py): a worker that loses the ps exits with status 75
@@ -18,21 +12,17 @@ normal stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a cra
 it gave up (no ps within --connect-timeout, or losses that stay NaN/inf), 74 when the log dir
 cannot be written (full, read-only, not permitted: storage.py), 75 after losing the ps.
 
-This module is the task itself: parse and check its flags (before TF is imported, so a bad
-input is one line), build its graph, run its loop.
+This module is the task's command: parse and check its flags (before TF is imported, so a
+bad input is one line), then run the task, and turn how it ended into the exit status.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
-import math
 import os
 import signal
 import sys
-import time
-from collections import deque
 from typing import NoReturn
 
 from a3c_graph import process_env, storage
@@ -46,26 +36,19 @@ from a3c_graph.cli import (
     UsageError,
     fail,
 )
-from a3c_graph.core.stats import RECENT_EPISODES, solved, target_return
+from a3c_graph.core.stats import env_and_target_return
 from a3c_graph.distributed.cluster import (  # stdlib only at import: cheap
     SLURM_DEFAULT_PORT,
     ClusterError,
 )
-from a3c_graph.distributed.sessions import (
-    WAIT_MESSAGE_SECS,
-    GaveUp,
-    describe_duplicate,
-    lost_ps_errors,
-    report_lost_ps,
-    run_step,
-    session_creator,
-)
-from a3c_graph.progress import ProgressFile, write_json_atomic
+from a3c_graph.distributed.ps_release import releases_ps
+from a3c_graph.distributed.ps_task import run_ps
+from a3c_graph.distributed.sessions import GaveUp, lost_ps_errors, report_lost_ps
+from a3c_graph.distributed.training import run_worker
 
 PROG = WORKER_PROG
-
-# Updates in a row whose loss or gradients are NaN/inf before a worker stops.
-NONFINITE_PATIENCE = 20
+# run_ps and run_worker import TF only when called; main calls them by this module's names,
+# so a test can stand in for one (tests/test_storage.py).
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,8 +100,10 @@ def parse_args(argv):
 
 # --------------------------------------------------------------------------- stop signals
 
-class StopFlag(StopSignals):
-    """Set by SIGTERM/SIGINT; the training loop finishes its step and stops cleanly."""
+class TaskStopSignals(StopSignals):
+    """SIGTERM/SIGINT of a task: in its loop (in_loop), the loop finishes its step and stops
+    cleanly; before it (connecting, initializing), there is nothing to save and the task
+    leaves at once."""
 
     def __init__(self):
         super().__init__((signal.SIGTERM, signal.SIGINT))
@@ -127,254 +112,7 @@ class StopFlag(StopSignals):
     def _handle(self, signum, frame):
         super()._handle(signum, frame)
         if not self.in_loop:
-            # Still connecting or initializing: nothing to save yet, leave at once.
             raise SystemExit(0)
-
-
-# --------------------------------------------------------------------------- progress
-
-class Progress:
-    """This worker's progress file (a3c_graph.progress) and its TensorBoard summaries."""
-
-    def __init__(self, logdir: str, task: int, target_return: float, config):
-        import tensorflow as tf
-
-        self.config = config
-        self.file = ProgressFile(logdir, task, target_return, config.progress_secs)
-        self.writer = tf.compat.v1.summary.FileWriter(os.path.join(logdir, "tb", f"worker_{task}"))
-        # This worker's own recent episodes, as TensorBoard's episode/return and length.
-        self.returns: deque = deque(maxlen=RECENT_EPISODES)
-        self.lengths: deque = deque(maxlen=RECENT_EPISODES)
-        self.losses: dict = {}
-        self.fetched: dict = {}
-
-    def update(self, fetched: dict) -> None:
-        self.fetched = fetched
-        learned = self.config.learn and not fetched["update_skipped"]
-        self.file.update(fetched, int(fetched["rollout_steps"]),
-                         float(fetched["entropy"]) if learned else None)
-        self.returns.extend(float(r) for r in fetched["finished_returns"])
-        self.lengths.extend(int(n) for n in fetched["finished_lengths"])
-        for key in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "queue_size"):
-            self.losses.setdefault(key, []).append(float(fetched[key]))
-
-    def due(self) -> bool:
-        return self.file.due()
-
-    def write(self, state: str, stop_reason: str | None = None) -> None:
-        self.file.write(state, stop_reason)
-        if self.fetched:
-            self._summaries(int(self.fetched["global_step"]), self.file.mean_return_100)
-
-    def _summaries(self, global_step: int, mean_100: float) -> None:
-        import tensorflow as tf
-
-        values = {"perf/env_steps_per_sec": self.file.steps_per_sec,
-                  "train/learning_rate": self.config.learning_rate_at(
-                      int(self.fetched["env_steps"]))}
-        if self.returns:
-            values["episode/return"] = sum(self.returns) / len(self.returns)
-            values["episode/length"] = sum(self.lengths) / len(self.lengths)
-        if not math.isnan(mean_100):
-            values["episode/cluster_mean_return_100"] = mean_100
-        for key, series in self.losses.items():
-            prefix = "perf" if key == "queue_size" else "loss"
-            values[f"{prefix}/{key}"] = sum(series) / len(series)
-        self.losses = {}
-        Value = tf.compat.v1.Summary.Value
-        summary = tf.compat.v1.Summary(
-            value=[Value(tag=tag, simple_value=value) for tag, value in values.items()])
-        self.writer.add_summary(summary, global_step)
-        self.writer.flush()
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-
-# --------------------------------------------------------------------------- tasks
-
-def run_ps(spec, config, device, stop: StopFlag, released_by_workers: bool = False) -> int:
-    """Serve until a stop signal; or, released_by_workers (under Slurm, where no supervisor
-    stops the ps after the workers), until every worker is done (ps_release.py)."""
-    from a3c_graph.devices import apply_to_config, describe_task
-    from a3c_graph.distributed import ps_release
-    from a3c_graph.distributed.cluster import session_config, start_server
-
-    server_config = apply_to_config(
-        session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
-    server = start_server(spec, server_config)
-    print(f"{PROG}: {describe_task(device)}", flush=True)
-    print(f"{PROG}: ps task {spec.task} serving at {spec.address}", flush=True)
-    stop.in_loop = True
-    if released_by_workers:
-        own = type(server_config)()
-        own.CopyFrom(server_config)
-        del own.device_filters[:]
-        own.device_filters.append(f"/job:ps/task:{spec.task}")  # its own queue only
-        why = ps_release.serve_until_released(server.target, spec.task, spec.num_workers, own,
-                                              lambda: stop.received is not None)
-    else:
-        why = "stop signal"
-        while stop.received is None:  # server.join() would block signals forever
-            time.sleep(0.2)
-    print(f"{PROG}: ps task {spec.task} stopping ({why})", flush=True)
-    # A ps holds no state of its own to flush (the chief checkpoints the variables), and
-    # tearing down a gRPC server with live peers can take a while: leave at once.
-    os._exit(0)
-
-
-def stop_reason_for(fetched: dict, config, target_return: float, started: float) -> str | None:
-    """Why a worker stops after an update that read the cluster's counters `fetched`, or
-    None: solved (stats.solved), the env steps or the seconds of its budget spent, counted
-    from `started`: its first applied update (progress.py: one clock for every variant)."""
-    if solved(int(fetched["recent_count"]), float(fetched["mean_return_100"]), target_return):
-        return "solved"
-    if int(fetched["env_steps"]) >= config.max_steps:
-        return "max_steps"
-    if time.time() - started >= config.max_seconds:
-        return "max_seconds"
-    return None
-
-
-def run_worker(spec, config, args, info, target_return: float, stop: StopFlag,
-               device) -> int:
-    import tensorflow as tf
-
-    from a3c_graph.checkpoints import CheckpointError, restorable_checkpoint
-    from a3c_graph.core.envs import EnvBatch, env_options
-    from a3c_graph.devices import apply_to_config, describe_task
-    from a3c_graph.distributed import ps_release
-    from a3c_graph.distributed.cluster import session_config, start_server
-    from a3c_graph.distributed.worker_graph import build_worker_graph
-
-    tf1 = tf.compat.v1
-    progress = Progress(args.logdir, spec.task, target_return, config)
-    progress.write("starting")
-    sess_config = apply_to_config(
-        session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
-    server = start_server(spec, sess_config)
-    print(f"{PROG}: {describe_task(device)}", flush=True)
-
-    graph = tf.Graph()
-    env_batches = []
-    with graph.as_default():
-        tf1.set_random_seed(config.seed + 1000 * spec.task)
-        for actor in range(config.actor_threads):
-            env_batches.append(EnvBatch(config.env, config.envs_per_worker,
-                                        seed=config.seed + 1000 * spec.task + 100 * actor,
-                                        **env_options(config)))
-        worker_graph = build_worker_graph(config, spec, info, env_batches,
-                                          worker_device=device.device)
-        # Under Slurm the ps ends once every worker has left its token (ps_release.py).
-        tokens = ps_release.token_ops(spec.num_ps, spec.task) if releases_ps(args) else []
-        scaffold = tf1.train.Scaffold(saver=worker_graph.saver,
-                                      local_init_op=worker_graph.local_init_op)
-        hooks = []
-        if spec.is_chief:
-            try:
-                checkpoint = restorable_checkpoint(
-                    args.logdir, worker_graph.saver,
-                    warn=lambda message: print(f"{PROG}: warning: {message}", flush=True))
-            except CheckpointError as error:
-                raise UsageError(str(error)) from None
-            # What evaluate.py needs to rebuild the network of this run's checkpoints;
-            # written once the checkpoints are known to fit it.
-            write_json_atomic(os.path.join(args.logdir, "config.json"),
-                              dataclasses.asdict(config))
-            hooks.append(tf1.train.CheckpointSaverHook(
-                args.logdir, save_secs=config.checkpoint_secs, scaffold=scaffold))
-        else:
-            checkpoint = None
-        creator = session_creator(spec, scaffold, server.target, sess_config,
-                                  config.connect_timeout, checkpoint)
-        print(f"{PROG}: worker {spec.task} connecting to the ps at {','.join(spec.cluster['ps'])} "
-              "(if this hangs, the ps is not reachable)", flush=True)
-        reason, error = train(creator, hooks, worker_graph, config, spec, progress, stop,
-                              target_return)
-        if tokens:  # after the session closed: the chief's last checkpoint is written
-            stop.in_loop = True  # a second SIGTERM (Slurm may send two) must not cut this
-            problem = ps_release.leave_token(server.target, graph, sess_config, tokens)
-            if problem:
-                print(f"{PROG}: warning: worker {spec.task} could not tell the ps it is done: "
-                      f"{problem}", flush=True)
-    progress.close()
-    for batch in env_batches:
-        batch.close()
-    f = progress.fetched
-    print(f"{PROG}: worker {spec.task} done ({reason}): "
-          f"global step {int(f.get('global_step', 0))}, "
-          f"env steps {int(f.get('env_steps', 0))}, mean return(100) "
-          f"{float(f.get('mean_return_100', float('nan'))):.1f}", flush=True)
-    if error:
-        raise GaveUp(error)
-    return 0
-
-
-def train(creator, hooks, worker_graph, config, spec, progress: Progress, stop: StopFlag,
-          target_return: float) -> tuple[str | None, str | None]:
-    """The learner loop: (stop reason, error to give up with or None).
-
-    Its budget counts from its first applied update, and the final report is written as
-    soon as it decides to stop (progress.py: one clock for every variant). Leaving the
-    MonitoredSession afterwards runs the hooks' end (the chief's final checkpoint), stops
-    the actor threads and closes the queue.
-    """
-    import tensorflow as tf
-
-    reason = error = None
-    # A step that takes this long is stuck on an unreachable ps (a network cut can leave a
-    # connection that neither side closes): DeadlineExceeded, handled like a lost ps.
-    options = tf.compat.v1.RunOptions(timeout_in_ms=int(config.connect_timeout * 1000))
-    skipped_in_a_row = 0
-    last_skip_message = 0.0
-    with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
-                                             stop_grace_period_secs=5) as session:
-        stop.in_loop = True
-        print(f"{PROG}: worker {spec.task} training "
-              f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
-              flush=True)
-        while not session.should_stop():
-            fetched = run_step(session, worker_graph.train_fetches, options,
-                               on_duplicate=lambda error, count: print(
-                                   f"{PROG}: warning: worker {spec.task}: "
-                                   f"{describe_duplicate(error)}; running the step again "
-                                   f"({count} in a row)", flush=True))
-            progress.update(fetched)
-            if fetched["update_skipped"]:
-                skipped_in_a_row += 1
-                if time.monotonic() - last_skip_message >= WAIT_MESSAGE_SECS:
-                    last_skip_message = time.monotonic()
-                    print(f"{PROG}: warning: worker {spec.task} skipped an update at global step "
-                          f"{int(fetched['global_step'])}: loss {float(fetched['loss']):g}, "
-                          f"gradient norm {float(fetched['grad_norm']):g} "
-                          f"({skipped_in_a_row} in a row)", flush=True)
-                if skipped_in_a_row >= NONFINITE_PATIENCE:
-                    reason = "non_finite"
-                    error = (f"worker {spec.task}: {skipped_in_a_row} updates in a row had a "
-                             "NaN/inf loss or gradients (NaN/inf observations or rewards, or a "
-                             "diverged network); stopped without applying them")
-                    break
-            else:
-                skipped_in_a_row = 0
-            reason = stop_reason_for(fetched, config, target_return,
-                                     progress.file.training_started)
-            if stop.received is not None:
-                reason = "signal"
-            if reason:
-                break
-            if progress.due():
-                progress.write("running")
-        progress.write("done", stop_reason=reason)
-    stop.in_loop = False
-    return reason, error
-
-
-def releases_ps(args) -> bool:
-    """Whether the workers end the ps (ps_release.py): under Slurm, where nobody stops it."""
-    from a3c_graph.distributed.cluster import SLURM
-
-    return args.cluster == SLURM
 
 
 def _graph_mode_tensorflow():
@@ -387,7 +125,7 @@ def _graph_mode_tensorflow():
 
 
 def main(argv=None) -> int:
-    stop = StopFlag()
+    stop = TaskStopSignals()
     stop.install()
     try:
         args = parse_args(argv)
@@ -438,18 +176,14 @@ def _validated_task(args):
     before the log dir is created, and so before any TF server starts.
     """
     from a3c_graph.checkpoints import check_logdir_config
-    from a3c_graph.core.config import config_from_args, resolve_policy
-    from a3c_graph.core.envs import EnvError, env_info, env_options
-    from a3c_graph.distributed.cluster import check_port_free, non_loopback_hosts, resolve_task
+    from a3c_graph.core.config import config_from_args
+    from a3c_graph.distributed.cluster import check_loopback, check_port_free, resolve_task
 
     try:
         config = config_from_args(args)
         spec = resolve_task(args.ps_hosts, args.worker_hosts, args.cluster, args.job, args.task,
                             num_ps=args.ps, port=args.port)
-        remote = non_loopback_hosts(spec.cluster)
-        if remote and not args.allow_remote:
-            raise UsageError(f"{remote[0]} is not a loopback address; the TF server is "
-                             "unauthenticated, pass --allow-remote only on a trusted network")
+        check_loopback(spec.cluster, args.allow_remote)
         if spec.job == "ps":
             device = _task_device(args, spec)
             _check_private_network(args)
@@ -457,16 +191,14 @@ def _validated_task(args):
             return spec, config, None, None, device
         if not args.logdir:
             raise UsageError("--logdir is required for a worker")
-        info = env_info(config.env, **env_options(config))
-        resolve_policy(config.policy, info.obs_shape)  # ValueError: --policy cnn on vectors
-        target = target_return(config, info)  # ValueError: the env has no threshold
+        info, target = env_and_target_return(config)  # the launcher's checks (core/stats.py)
         device = _task_device(args, spec)
         _check_private_network(args)
         check_port_free(spec.address)
         _check_logdir(args.logdir)
         check_logdir_config(args.logdir, config, info.obs_shape)  # a different run's logdir
         return spec, config, info, target, device
-    except (ClusterError, EnvError, ValueError) as error:
+    except (ClusterError, ValueError) as error:
         raise UsageError(str(error)) from None
 
 
@@ -507,11 +239,16 @@ def _check_logdir(logdir: str) -> None:
         raise UsageError(f"log dir {logdir} is not writable")
 
 
-if __name__ == "__main__":
+def run_command() -> NoReturn:
+    """`python -m a3c_graph.worker`: main, then leave at once with its status. Everything is
+    written and closed by then; left to the interpreter, TF's teardown can take more than the
+    launcher's 10 s stop limit on a loaded machine (seen in the chief)."""
     exit_code = main()
-    # Everything is written and closed by now. Left to the interpreter, TF's teardown can take
-    # more than the launcher's 10 s stop limit on a loaded machine (seen in the chief).
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError):  # a log on a full disk: the status still counts
             stream.flush()
     os._exit(exit_code)
+
+
+if __name__ == "__main__":
+    run_command()

@@ -6,7 +6,7 @@ Placement (universe-starter-agent's layout):
     between ps tasks), and global_step with the cluster-wide episode statistics on the
     first ps task;
   * on this worker: a local copy of the network, the rollout queue, the actor threads'
-    in-graph rollouts and the learner's forward and backward pass.
+    in-graph rollouts and the learner's forward and backward pass (core/learner.py).
 
 The learner computes gradients on the local copy as it is when it dequeues a rollout,
 applies them to the globals and, in the same step, copies the globals back into the local
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 
 import tensorflow as tf
 
-from a3c_graph.core import losses
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
-from a3c_graph.core.model import ActorCriticMLP, assign_op, build_network, values_of_next_obs
+from a3c_graph.core.learner import acting_only_update, learner_update, learning_rate_now
+from a3c_graph.core.model import assign_op, build_network
 from a3c_graph.core.rollout import RolloutQueue, build_rollout, sample_actions
 from a3c_graph.core.stats import EpisodeStats
 from a3c_graph.distributed import transfer
@@ -49,99 +49,6 @@ class WorkerGraph:
     global_network: object
     saver: tf1.train.Saver
     local_init_op: tf.Operation  # initializes the local variables, then syncs the local copy
-
-
-def learning_rate_scale(env_steps, max_steps: int):
-    """1 - env_steps / max_steps, floored at 0: A3CConfig.learning_rate_at in the graph.
-    env_steps: an int64 scalar variable of the cluster's env steps -> float32 scalar."""
-    done = tf.cast(env_steps.read_value(), tf.float64) / float(max_steps)
-    return tf.cast(tf.maximum(1.0 - done, 0.0), tf.float32)
-
-
-def learner_loss(network, rollout: dict, config: A3CConfig):
-    """A3C loss of one rollout on `network`, and the parts worth logging."""
-    T, B = rollout["rewards"].shape.as_list()
-    if network.recurrent:
-        # Replayed from the state the rollout started with, with the same resets.
-        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
-        logits, values, next_values = network.unroll(rollout["obs"], rollout["next_obs"],
-                                                     rollout["initial_state"], done)
-    elif isinstance(network, ActorCriticMLP):
-        obs_shape = rollout["obs"].shape.as_list()[2:]
-        flat = lambda x: tf.reshape(x, [T * B, *x.shape.as_list()[2:]])  # noqa: E731
-        # One forward pass over s_t and s_{t+1} together (for a small MLP, cheaper than
-        # picking out the s_{t+1} that are not s_t's of the rollout).
-        both = tf.concat([flat(rollout["obs"]), flat(rollout["next_obs"])], axis=0)
-        both.set_shape([2 * T * B, *obs_shape])
-        logits, values = network(both)
-        logits, values, next_values = logits[:T * B], values[:T * B], values[T * B:]
-    else:
-        obs = rollout["obs"]
-        logits, values = network(tf.reshape(obs, [T * B, *obs.shape.as_list()[2:]]))
-        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
-        next_values = tf.reshape(values_of_next_obs(
-            tf.reshape(values, [T, B]), done,
-            lambda indices: network(tf.gather_nd(rollout["next_obs"], indices))[1]), [T * B])
-    to_tb = lambda x: tf.reshape(x, [T, B])  # noqa: E731
-    # Clipping is for learning only: episode returns were summed from the raw rewards.
-    rewards = tf.sign(rollout["rewards"]) if config.clip_rewards else rollout["rewards"]
-    advantages = losses.gae_advantages(
-        rewards, tf.stop_gradient(to_tb(values)), tf.stop_gradient(to_tb(next_values)),
-        rollout["terminated"], rollout["truncated"], config.gamma, config.gae_lambda)
-    returns = advantages + tf.stop_gradient(to_tb(values))
-    policy_advantages = losses.normalize(advantages) if config.normalize_advantages else advantages
-    total, parts = losses.a3c_loss(
-        logits, tf.reshape(rollout["actions"], [-1]), values,
-        tf.reshape(policy_advantages, [-1]), tf.reshape(returns, [-1]),
-        config.entropy_coef, config.value_coef)
-    return total, parts
-
-
-@dataclass
-class LearnerUpdate:
-    """What the learner makes of one rollout, on this worker."""
-
-    loss: tf.Tensor
-    grad_norm: tf.Tensor  # before clipping
-    parts: dict  # policy_loss, value_loss, entropy
-    is_finite: tf.Tensor  # bool: the loss and gradients are finite, the update may apply
-    gradients: list  # clipped, zero where not is_finite; one per variable, [] acting only
-
-
-def learner_update(local_network, rollout: dict, config: A3CConfig) -> LearnerUpdate:
-    """The clipped gradients of the A3C loss of `rollout` on the local copy as it is now,
-    which can be up to queue_capacity + 1 refreshes newer than the copy that collected the
-    rollout (the module docstring says why): A3C's usual policy lag."""
-    loss, parts = learner_loss(local_network, rollout, config)
-    gradients = tf.gradients(loss, local_network.variables)
-    clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
-    # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the
-    # globals: such an update is applied with zero gradients and a zero learning rate, so
-    # the weights stay as they are (Adam's moments decay as for a zero gradient). The worker
-    # counts these and stops if they persist.
-    is_finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm),
-                               name="update_is_finite")
-    clipped = [tf.where(is_finite, g, tf.zeros_like(g)) for g in clipped]
-    return LearnerUpdate(loss, grad_norm, parts, is_finite, clipped)
-
-
-def acting_only_update() -> LearnerUpdate:
-    """--learn false (the acting ceiling benchmarks.run --ceiling measures): the rollout is
-    counted and dropped, nothing is computed from it."""
-    zero = tf.constant(0.0)
-    return LearnerUpdate(zero, zero, {key: zero for key in ("policy_loss", "value_loss",
-                                                            "entropy")},
-                         tf.constant(True), [])
-
-
-def learning_rate_now(config: A3CConfig, is_finite, env_steps_seen):
-    """The learning rate of this update, on the worker: zero for an update that is not
-    finite, annealed by the cluster's env steps as this worker last read them (one update
-    old: nothing a linear anneal over millions of steps can tell apart)."""
-    learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
-    if config.anneal_learning_rate:
-        learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)
-    return learning_rate
 
 
 def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,
@@ -191,8 +98,8 @@ def exchange_with_ps(globals_: Globals, local_network, gradients, learning_rate,
     the statistics also the rollout's finished episodes. Each ps task applies its own
     variables' update with an Adam of its own: one shared optimizer would keep its beta
     powers beside the first variable and the learning rate on one task, and every other
-    ps task would read them across the network on every update (benchmarks.ps_capacity
-    counted 22 such RPCs per update for the CartPole MLP on 2 ps tasks). Back come each
+    ps task would read them across the network on every update (docs/ps_capacity.md
+    counts those RPCs). Back come each
     task's updated variables, which refresh the local copy, and from the statistics' ps
     the counters. `gradients` empty (acting only): the rollout is counted, nothing applied.
 

@@ -10,7 +10,8 @@
 prints the commands (--dry-run), re-runs itself detached (--background), or supervises the
 tasks until the workers stop (a3c_graph/launcher/supervisor.py: one process per task, restarted when
 it crashes, stopped in order). `status` and `stop` find a run's processes by its pid files
-(a3c_graph/processes.py), never by name, so other people's jobs on the same machine are safe.
+(a3c_graph/launcher/processes.py), never by name, so other people's jobs on the same machine
+are safe; `stop` stops them in the supervisor's order (processes.stop_in_order).
 
 TF's server listens on every interface whatever host the cluster names, so the tasks of a
 loopback cluster run in a private network: a network namespace with only loopback, which the
@@ -59,6 +60,7 @@ from a3c_graph.cli import (
     fail,
 )
 from a3c_graph.core.config import add_config_arguments, config_to_argv
+from a3c_graph.core.stats import describe_target
 from a3c_graph.distributed import cluster as cluster_lib
 from a3c_graph.launcher import processes
 from a3c_graph.launcher.plan import (
@@ -68,16 +70,14 @@ from a3c_graph.launcher.plan import (
     PROG,
     LaunchPlan,
     command_line,
-    describe_target,
     plan_start,
 )
+from a3c_graph.launcher.report import Outcome, build_summary, progress_line
 from a3c_graph.launcher.supervisor import (
     LAUNCHER_SIGNALS,
+    PS_STOP_MIN_SECS,
     STOP_TIMEOUT_SECS,
-    Outcome,
     Supervisor,
-    build_summary,
-    progress_line,
 )
 from a3c_graph.progress import read_progress, run_totals, write_atomic
 
@@ -192,10 +192,27 @@ def private_network_refused(error: Exception) -> str:
 # --------------------------------------------------------------------------- commands
 
 def run_foreground(plan: LaunchPlan) -> int:
+    """`start` in the foreground: this process supervises the run (in a private network,
+    re-executed into one if it must be) and prints its summary's JSON as the last line."""
     if plan.private_network:
         enter_private_network(plan)  # UsageError if refused: nothing written or started yet
     signals = StopSignals(LAUNCHER_SIGNALS)
     signals.install()  # before any task exists: a signal must never orphan one
+    summary, error = supervise(plan, signals)
+    # A background launcher's output is its launcher.log, maybe on the disk that is full.
+    with contextlib.suppress(OSError):
+        if error:
+            print(f"{PROG}: error: {error}", file=sys.stderr, flush=True)
+        print(json.dumps(summary, sort_keys=True), flush=True)  # always the last line
+    return summary["exit_code"]
+
+
+def supervise(plan: LaunchPlan, signals: StopSignals) -> tuple[dict, str | None]:
+    """Start the planned tasks, supervise them until the workers stop (or `signals` says
+    stop), stop them all and write summary.json: (the summary, the run's one-line error or
+    None). The summary's exit_code is the `start` command's status. The caller has put this
+    thread in the private network the plan wants; the one path of the command and of
+    a3c_graph.train (api.py)."""
     warn_if_remote(plan)
     supervisor = Supervisor(plan, signals)
     outcome = Outcome(EXIT_CRASH, "crash")
@@ -226,12 +243,7 @@ def run_foreground(plan: LaunchPlan) -> int:
         if outcome.error is None:  # else the run's own error says it already
             outcome = storage_outcome(plan, error)
             summary.update(exit_code=outcome.exit_code, stop_reason=outcome.stop_reason)
-    # A background launcher's output is its launcher.log, maybe on the disk that is full.
-    with contextlib.suppress(OSError):
-        if outcome.error:
-            print(f"{PROG}: error: {outcome.error}", file=sys.stderr, flush=True)
-        print(json.dumps(summary, sort_keys=True), flush=True)  # always the last line
-    return outcome.exit_code
+    return summary, outcome.error
 
 
 def storage_outcome(plan: LaunchPlan, error: OSError) -> Outcome:
@@ -314,6 +326,8 @@ def cmd_start(argv: Sequence[str]) -> int:
         missing = plan.devices.missing_warning() if plan.devices else None
         for warning in ([missing] if missing else []) + list(plan.dry_run_warnings):
             print(f"{PROG}: warning: {warning}", file=sys.stderr, flush=True)
+        if plan.devices is not None and plan.devices.gpus:  # which task shares which GPU
+            print(f"{PROG}: note: {plan.devices.summary_line()}", file=sys.stderr, flush=True)
         warn_if_remote(plan)
         if plan.private_network:  # stdout holds only the commands
             print(f"{PROG}: note: {PRIVATE_NETWORK_LINE.format(verb='would run')}",
@@ -321,17 +335,23 @@ def cmd_start(argv: Sequence[str]) -> int:
         for task in plan.tasks:
             print(command_line(task))
         return 0
-    if plan.devices is not None:
-        try:
-            plan.devices.check_visible()
-        except devices_lib.DeviceError as error:
-            raise UsageError(str(error)) from None
-        if plan.devices.gpus:
-            print(f"{PROG}: {plan.devices.summary_line()}", flush=True)
+    check_devices_visible(plan)
     if args.background:
         warn_if_remote(plan)
         return start_background(plan)
     return run_foreground(plan)
+
+
+def check_devices_visible(plan: LaunchPlan) -> None:
+    """UsageError unless the GPUs the plan gives the tasks are visible here; says which."""
+    if plan.devices is None:
+        return
+    try:
+        plan.devices.check_visible()
+    except devices_lib.DeviceError as error:
+        raise UsageError(str(error)) from None
+    if plan.devices.gpus:
+        print(f"{PROG}: {plan.devices.summary_line()}", flush=True)
 
 
 def _find_run(logdir: Path) -> dict[str, processes.PidRecord] | None:
@@ -400,24 +420,15 @@ def cmd_stop(argv: Sequence[str]) -> int:
         print(f"run {logdir} is not live; nothing to stop")
         return 0
     began = time.monotonic()
-    descendants = [child for proc in alive.values() for child in processes.descendants(proc)]
+    # A live launcher stops its tasks in order and writes summary.json; tasks it left, or
+    # that nobody supervises any more, are stopped here in the same order.
+    groups = [[alive[name] for name in alive if name.startswith(job + "_")]
+              for job in ("worker", "ps")]
     if "launcher" in alive:
-        # It stops its tasks in order and writes summary.json.
-        processes.quietly(alive["launcher"].terminate)
-    else:
-        # Nobody supervises these tasks any more: stop them ourselves, workers first.
-        for job in ("worker", "ps"):
-            group = [proc for name, proc in alive.items() if name.startswith(job + "_")]
-            for proc in group:
-                processes.quietly(proc.terminate)
-            processes.wait_until(lambda group=group: all(processes.is_gone(p) for p in group),
-                            STOP_TIMEOUT_SECS / 2)
-    processes.wait_until(lambda: all(processes.is_gone(p) for p in alive.values()),
-                    STOP_COMMAND_TIMEOUT_SECS)
-    left = [name for name, proc in alive.items() if not processes.is_gone(proc)]
-    for proc in [*alive.values(), *descendants]:
-        if not processes.is_gone(proc):
-            processes.quietly(proc.kill)
+        groups.insert(0, [alive["launcher"]])
+    killed = processes.stop_in_order(groups, STOP_COMMAND_TIMEOUT_SECS,
+                                     last_group_min_secs=PS_STOP_MIN_SECS)
+    left = [name for name, proc in alive.items() if proc in killed]
     if left:
         print(f"{PROG}: warning: killed {', '.join(left)} after {STOP_COMMAND_TIMEOUT_SECS:.0f} s",
               file=sys.stderr)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import os
 import shlex
 import shutil
@@ -35,10 +34,11 @@ from pathlib import Path
 from a3c_graph import checkpoints
 from a3c_graph import devices as devices_lib
 from a3c_graph.cli import UsageError
-from a3c_graph.core.config import A3CConfig, config_from_args, config_to_argv, resolve_policy
-from a3c_graph.core.stats import target_return
+from a3c_graph.core.config import A3CConfig, config_from_args, config_to_argv
+from a3c_graph.core.stats import resolve_target_return
 from a3c_graph.distributed import cluster as cluster_lib
 from a3c_graph.launcher import processes, resources
+from a3c_graph.launcher.device_plan import DevicePlan, plan_devices
 
 PROG = "launch_cluster"
 LOCAL_SOURCE = "local cluster"
@@ -82,7 +82,7 @@ class LaunchPlan:
     cluster_file: str | None = None
     tasks_flag: str | None = None
     # Which device each task uses (by CUDA_VISIBLE_DEVICES in its env_overrides).
-    devices: devices_lib.DevicePlan | None = None
+    devices: DevicePlan | None = None
     max_restarts: int = DEFAULT_MAX_RESTARTS
     # The tasks run in a network namespace with only loopback (see private_network_wanted).
     private_network: bool = False
@@ -112,7 +112,10 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
         devices_lib.check_memory_fraction(args.gpu_memory_fraction)
     except devices_lib.DeviceError as error:
         raise UsageError(str(error)) from None
-    config = dataclasses.replace(config, target_return=resolve_target_return(config))
+    try:  # the env, the network it needs and the target: core/stats.py checks them once
+        config = dataclasses.replace(config, target_return=resolve_target_return(config))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
     cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
     private_network = private_network_wanted(cluster, local_keys, source, args.allow_remote)
@@ -150,9 +153,8 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     keys = sorted(local_keys, key=lambda key: (key[0] != "ps", key[1]))
     try:
         # One mechanism per child: CUDA_VISIBLE_DEVICES, set before its TF starts.
-        device_plan = devices_lib.plan_devices(
-            keys, args.gpus, args.gpu_memory_fraction, devices_lib.ENV_MECHANISM,
-            devices_lib.detect_gpus(environ))
+        device_plan = plan_devices(keys, args.gpus, args.gpu_memory_fraction,
+                                   devices_lib.detect_gpus(environ))
     except devices_lib.DeviceError as error:
         raise UsageError(str(error)) from None
     env_overrides: dict[str, str] = {}
@@ -171,28 +173,6 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
                       tasks_flag=args.tasks, devices=device_plan,
                       max_restarts=args.max_restarts, private_network=private_network,
                       dry_run_warnings=tuple(dry_run_warnings))
-
-
-def resolve_target_return(config: A3CConfig) -> float:
-    """--target-return, else the env spec's reward_threshold, so every worker agrees."""
-    from a3c_graph import envs  # imports gymnasium: only when a start is planned
-
-    try:
-        info = envs.env_info(config.env, **envs.env_options(config))
-    except envs.EnvError as error:
-        raise UsageError(str(error)) from None
-    except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise UsageError(f"env {config.env!r} cannot be made: {first}") from None
-    try:  # the network must fit the observations, e.g. no --policy cnn on CartPole
-        resolve_policy(config.policy, info.obs_shape)
-        return target_return(config, info)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-
-
-def describe_target(target_return: float) -> str:
-    return f"{target_return:g}" if math.isfinite(target_return) else "none (runs to its budget)"
 
 
 def default_logdir(env_id: str) -> str:
@@ -234,12 +214,9 @@ def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
         else:
             cluster, named_job, named_index = cluster_lib.cluster_from_tf_config(tf_config)
             source = "TF_CONFIG cluster"
+        cluster_lib.check_loopback(cluster, args.allow_remote)
     except cluster_lib.ClusterError as error:
         raise UsageError(str(error)) from None
-    remote = cluster_lib.non_loopback_hosts(cluster)
-    if remote and not args.allow_remote:
-        raise UsageError(f"address {remote[0]} is not loopback; the TF server is unauthenticated "
-                          "gRPC, so pass --allow-remote only if the network is trusted")
     for flag, job in (("workers", "worker"), ("ps", "ps")):
         given = getattr(args, flag)
         if given is not None and given != len(cluster[job]):  # a Slurm step: --ps made it
@@ -390,7 +367,7 @@ def check_no_live_run(logdir: Path) -> None:
 def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
     """UsageError if `logdir` holds checkpoints of a network this config would not build
     (the chief would fail to restore them, or a different run's files would be mixed in)."""
-    from a3c_graph import envs  # imports gymnasium; env_info is cached from the target check
+    from a3c_graph.core import envs  # imports gymnasium; env_info is cached from the target check
 
     try:
         info = envs.env_info(config.env, **envs.env_options(config))
@@ -410,7 +387,7 @@ def check_resources(config: A3CConfig, cluster: Mapping[str, list],
     """
     import psutil
 
-    from a3c_graph import envs  # imports gymnasium; env_info is cached from the target check
+    from a3c_graph.core import envs  # imports gymnasium; env_info is cached from the target check
 
     jobs = [job for job, _ in local_keys]
     need = resources.estimate(config, envs.env_info(config.env, **envs.env_options(config)),
@@ -425,7 +402,7 @@ def check_resources(config: A3CConfig, cluster: Mapping[str, list],
 def check_logdir_space(logdir: Path, config: A3CConfig) -> None:
     """UsageError when the log dir's file system has less room than one checkpoint of this
     network takes (storage.py: a disk that fills up later stops the run cleanly)."""
-    from a3c_graph import envs  # env_info is cached from the target check
+    from a3c_graph.core import envs  # env_info is cached from the target check
 
     probe = logdir
     while not probe.exists() and probe != probe.parent:

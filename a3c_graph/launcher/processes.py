@@ -6,6 +6,10 @@ processes there, never by name, so other people's jobs on the same machine are s
 is reused once its process is gone, so a pid file is trusted only while its pid still runs
 our module and started before the file was written (read_pid_file).
 
+stop_in_order is the one way anything here stops processes (the supervisor, `stop`, the
+benchmarks): SIGTERM group by group, workers before the ps, then SIGKILL to what is left and
+to the children they had started.
+
 psutil is imported inside the functions: the launcher's `--help` and its one-line errors
 need none of it.
 """
@@ -13,9 +17,13 @@ need none of it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psutil
 
 # The modules our processes run: a pid whose command line runs neither is not ours. Tests
 # set WORKER_MODULE to a fake worker's, for the task commands and this check alike.
@@ -122,3 +130,39 @@ def wait_until(done: Callable[[], bool], timeout: float,
             return False
         time.sleep(0.1)
     return True
+
+
+def stop_in_order(groups: Sequence[Sequence[psutil.Process]], timeout: float,
+                  hurry: Callable[[], bool] = lambda: False,
+                  last_group_min_secs: float = 0.0) -> list[psutil.Process]:
+    """Stop psutil.Processes group by group (e.g. [workers], [ps]); return those killed.
+
+    Each group gets SIGTERM once the group before it has ended, or its wait ran out: the
+    workers' final checkpoint needs the ps. The groups share `timeout` seconds, the last one
+    gets at least `last_group_min_secs`, and `hurry()` (a second Ctrl-C) cuts the waits
+    short. Then SIGKILL goes to what is left of every group and of the processes they had
+    started when this began (remembered first: once a parent is gone its children are
+    re-parented, and lost to us). psutil checks a pid still names the process it saw, so a
+    recycled pid is never signalled. Nothing is reaped: a caller holding a Popen or a
+    multiprocessing.Process waits on it afterwards.
+    """
+    groups = [list(group) for group in groups]
+    in_groups = {proc.pid for group in groups for proc in group}
+    remembered = {child.pid: child for group in groups for proc in group
+                  for child in descendants(proc) if child.pid not in in_groups}
+    began = time.monotonic()
+    for number, group in enumerate(groups, start=1):
+        for proc in group:
+            if not is_gone(proc):
+                quietly(proc.terminate)
+        budget = timeout - (time.monotonic() - began)
+        if number == len(groups):
+            budget = max(budget, last_group_min_secs)
+        wait_until(lambda group=group: all(is_gone(proc) for proc in group), max(budget, 0.0),
+                   hurry)
+    killed = []
+    for proc in [*(proc for group in groups for proc in group), *remembered.values()]:
+        if not is_gone(proc):
+            quietly(proc.kill)
+            killed.append(proc)
+    return killed

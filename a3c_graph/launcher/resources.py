@@ -19,9 +19,8 @@ the observation's shape --frame-stack and --screen-size too. Threads are the oth
 machine runs out of (each takes a pid: /proc/sys/kernel/pid_max): a TF task starts some 80
 of its own, and every actor thread is one more.
 
-No TensorFlow here: the launcher runs this before it starts anything. parameter_count
-follows model.build_network's layers; tests/test_resources.py builds the networks and checks
-that the two agree.
+No TensorFlow here: the launcher runs this before it starts anything. The network's
+variables, and so its parameters, come from core/network_spec.py, which model.py builds from.
 """
 
 from __future__ import annotations
@@ -34,7 +33,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from a3c_graph.core.config import A3CConfig, is_atari, is_minatar, resolve_policy
+from a3c_graph.core.config import A3CConfig, is_atari, is_minatar
+from a3c_graph.core.network_spec import (
+    conv_output_shapes,
+    network_kind,
+    parameter_count,
+    torso_kind,
+)
 
 if TYPE_CHECKING:  # envs imports gymnasium, which `status` and `stop` do without
     from a3c_graph.core.envs import EnvInfo
@@ -58,75 +63,28 @@ ATARI_DEFAULT_OBS_BYTES = 4 * 42 * 42
 # and inter-op threads: 86 measured in a ps with 1 + 2 of those on this 2-core machine; TF
 # sizes several pools by the number of cores, so fewer is a lower bound anywhere.
 TASK_BASE_THREADS = 80
-CONV_KERNEL = 3  # model.CONV_KERNEL: the cnn torso's convolutions are 3x3
-
-
-def parameter_count(config: A3CConfig, obs_shape: Sequence[int], num_actions: int) -> int:
-    """The trainable parameters of model.build_network(obs_shape, num_actions, config)."""
-    torso, recurrent = resolve_policy(config.policy, obs_shape)
-    if torso == "mlp" and not recurrent:  # ActorCriticMLP: two towers, each with its output
-        obs_dim = math.prod(obs_shape)
-        return sum(_dense_stack(obs_dim, (*config.hidden_sizes, out))[0]
-                   for out in (num_actions, 1))
-    if torso == "cnn":
-        count, features = _cnn_torso(config, obs_shape)
-    else:
-        count, features = _dense_stack(math.prod(obs_shape), config.hidden_sizes)
-    if recurrent:
-        units = config.lstm_size
-        count += (features + units) * 4 * units + 4 * units
-        features = units
-    return count + features * num_actions + num_actions + features + 1  # policy, value heads
-
-
-def _dense_stack(in_size: int, sizes: Sequence[int]) -> tuple[int, int]:
-    """(weights and biases of dense layers of `sizes` after an input of `in_size`, out size)."""
-    count = 0
-    for size in sizes:
-        count += in_size * size + size
-        in_size = size
-    return count, in_size
-
-
-def _cnn_torso(config: A3CConfig, obs_shape: Sequence[int]) -> tuple[int, int]:
-    """(parameters of the cnn torso, its feature size): SAME convolutions, then dense layers."""
-    channels = 1 if len(obs_shape) == 2 else obs_shape[0]
-    height, width = obs_shape[-2:]
-    count = 0
-    for filters in config.conv_filters:
-        count += CONV_KERNEL * CONV_KERNEL * channels * filters + filters
-        channels = filters
-        height, width = -(-height // config.conv_stride), -(-width // config.conv_stride)
-    dense, features = _dense_stack(height * width * channels, config.hidden_sizes)
-    return count + dense, features
 
 
 def activation_count(config: A3CConfig, obs_shape: Sequence[int], num_actions: int) -> int:
     """The floats one observation leaves in the learner's forward pass for its backward pass:
     the output of every layer of model.build_network, and an image as floats."""
-    torso, recurrent = resolve_policy(config.policy, obs_shape)
-    if torso == "mlp" and not recurrent:  # two towers, each with its output
+    kind = network_kind(config.policy, obs_shape)
+    if kind == "mlp":  # two towers, each with its output
         return 2 * sum(config.hidden_sizes) + num_actions + 1
-    if torso == "cnn":
-        channels = 1 if len(obs_shape) == 2 else obs_shape[0]
-        height, width = obs_shape[-2:]
-        count = channels * height * width
-        for filters in config.conv_filters:
-            height, width = -(-height // config.conv_stride), -(-width // config.conv_stride)
-            count += height * width * filters
-    else:
-        count = 0
+    count = 0
+    if torso_kind(config.policy, obs_shape) == "cnn":  # the image and each convolution's output
+        count = sum(math.prod(shape) for shape in conv_output_shapes(
+            obs_shape, config.conv_filters, config.conv_stride))
     count += sum(config.hidden_sizes)
-    if recurrent:
+    if kind == "lstm":
         count += 6 * config.lstm_size  # four gates, the cell and the output
     return count + num_actions + 1
 
 
 def learner_samples(config: A3CConfig, obs_shape: Sequence[int]) -> int:
     """Observations of one rollout the learner's forward pass takes at once: s_t and s_{t+1}
-    together for the mlp, s_t (and a few s_{t+1}) for the others (worker_graph.learner_loss)."""
-    torso, recurrent = resolve_policy(config.policy, obs_shape)
-    both = 2 if torso == "mlp" and not recurrent else 1
+    together for the mlp, s_t (and a few s_{t+1}) for the others (model's learner_outputs)."""
+    both = 2 if network_kind(config.policy, obs_shape) == "mlp" else 1
     return both * config.rollout_length * config.envs_per_worker
 
 

@@ -47,7 +47,7 @@ error above). With this API
 the envs cannot be stepped on the workers: one coordinator process would do all the acting
 for every worker, or the workers would have to be processes of our own again, the
 tf2_mp / tf2_ray design. That is why there is no fourth variant. The probe runs in a
-private network like every benchmark (benchmarks.variants.runtime.enter_private_network: TF's
+private network like every benchmark (benchmarks.common.enter_private_network: TF's
 servers listen on every interface and authenticate no one). Exit status 0 when the setup
 works (the first function runs), whatever the other answers; 1 otherwise.
 """
@@ -63,7 +63,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.variants import runtime
+from benchmarks import common
+from benchmarks.variants import tf2_run
 
 PROG = "benchmarks.probes.ps_strategy"
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +74,7 @@ FETCH_TIMEOUT_SECS = 60.0
 
 def serve(job: str, cluster: dict) -> None:
     """One server of the probe's cluster, until it is killed."""
-    runtime.pin_visible_gpus((), 0)
+    tf2_run.pin_visible_gpus((), 0)
     import tensorflow as tf
 
     tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job, task_index=0,
@@ -113,7 +114,7 @@ def ask(coordinator, function):
 
 def probe(cluster: dict) -> list[tuple[str, bool, str]]:
     """Schedule each test function on the worker: (name, ok, answer)."""
-    runtime.pin_visible_gpus((), 0)
+    tf2_run.pin_visible_gpus((), 0)
     import numpy as np
     import tensorflow as tf
 
@@ -181,12 +182,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--serve", choices=["ps", "worker"], help=argparse.SUPPRESS)
     parser.add_argument("--cluster", help=argparse.SUPPRESS)
-    runtime.add_allow_remote_argument(parser)
+    common.add_allow_remote_argument(parser)
     args = parser.parse_args(argv)
     if args.serve:  # a server of the cluster below, already in the private network
         serve(args.serve, json.loads(args.cluster))
         return 0
-    runtime.enter_private_network(PROG, args.allow_remote)
+    common.enter_private_network(PROG, args.allow_remote)
     import portpicker
 
     ports = iter(portpicker.pick_unused_port() for _ in range(3))

@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-from benchmarks.variants import runtime
+from benchmarks import common
 
 PROG = "benchmarks.probes.request_ids"
 WINDOW = 100_000  # RecentRequestIds of a TF worker: the ids it remembers
@@ -48,9 +48,9 @@ def expected_repeats(steps: int, window: int = WINDOW, space: int = ID_SPACE) ->
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=300_000)
-    runtime.add_allow_remote_argument(parser)
+    common.add_allow_remote_argument(parser)
     args = parser.parse_args(argv)
-    runtime.enter_private_network(PROG, args.allow_remote)
+    common.enter_private_network(PROG, args.allow_remote)
     from a3c_graph import process_env
 
     process_env.before_tf_import()

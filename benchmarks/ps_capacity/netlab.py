@@ -1,9 +1,10 @@
 """Simulated hosts on one machine: network namespaces on a switch, their links shaped with tc.
 
 Needs root (CAP_NET_ADMIN) and iproute2's `ip` and `tc`. Each host is a network namespace
-with one veth link to a bridge in a "switch" namespace, as in tests/test_multihost.py; every
-command names its namespace (`ip -n NS`, `tc -n NS`), so the namespace this process runs
-in, the host's interfaces and its routes are never touched. None of the namespaces has a
+with one veth link to a bridge in a "switch" namespace (ps_capacity's hosts, and those of
+tests/test_multihost.py and scripts/slurm/local_cluster.py); every command names its
+namespace (`ip -n NS`, `tc -n NS`), so the namespace this process runs in, the host's
+interfaces and its routes are never touched. None of the namespaces has a
 link to anything but the switch, so the subnet cannot clash with the machine's own and is
 fixed. Names carry a random suffix (interfaces too, so a leftover is recognisable wherever it
 is): parallel runs never collide.
@@ -150,6 +151,12 @@ class Lab:
                                capture_output=True, timeout=30)  # none yet: fine
                 for command in qdisc_commands(namespace, device, gbit, one_way):
                     run(*command)
+
+    def set_link(self, name: str, up: bool) -> None:
+        """`ip link set <its veth> up|down` inside host `name`, as its admin would: down, the
+        host reaches no one and no one reaches it."""
+        host = self.hosts[name]
+        run("ip", "-n", host.namespace, "link", "set", host.device, "up" if up else "down")
 
     def counters(self, name: str) -> tuple[int, int]:
         """(bytes received, bytes sent) by host `name` on its link, from the kernel's

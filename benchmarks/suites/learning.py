@@ -47,11 +47,11 @@ from typing import Any, NoReturn
 from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import A3CConfig, add_config_arguments, resolve_config
 from a3c_graph.core.envs import env_info, env_options
-from a3c_graph.core.stats import RECENT_EPISODES
-from a3c_graph.launcher.plan import resolve_target_return
-from a3c_graph.progress import read_history
-from benchmarks.harness.compare import REPO, RunInterrupted, RunSpec, _median, machine_info, run_one
-from benchmarks.variants import runtime
+from a3c_graph.core.stats import RECENT_EPISODES, resolve_target_return
+from a3c_graph.progress import read_history, write_atomic
+from benchmarks.harness.machine import machine_info
+from benchmarks.harness.one_run import REPO, RunInterrupted, RunSpec, run_one
+from benchmarks.harness.report import median
 
 PROG = "benchmarks.learning"
 
@@ -210,12 +210,12 @@ def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]
         row = {
             "env": runs[0]["env"], "target": task.target, "seeds": len(runs),
             "reached": len(reached),
-            "median_frames_to_target": _median([r["frames_to_target"] for r in reached]),
-            "median_minutes_to_target": _median([r["seconds_to_target"] / 60 for r in reached]),
-            "median_final_return": _median([r["final_mean_return_100"] for r in runs]),
-            "median_frames": _median([r["curve"]["frames"][-1] if r["curve"]["frames"] else None
+            "median_frames_to_target": median([r["frames_to_target"] for r in reached]),
+            "median_minutes_to_target": median([r["seconds_to_target"] / 60 for r in reached]),
+            "median_final_return": median([r["final_mean_return_100"] for r in runs]),
+            "median_frames": median([r["curve"]["frames"][-1] if r["curve"]["frames"] else None
                                       for r in runs]),
-            "median_wall_minutes": _median([r["wall_s"] / 60 for r in runs]),
+            "median_wall_minutes": median([r["wall_s"] / 60 for r in runs]),
         }
         if task.floor is not None:
             row.update({"floor": task.floor, "held": sum(bool(r["held"]) for r in runs)})
@@ -283,9 +283,9 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
     summary = summarize(records, tasks)
     data = {"settings": settings, "machine": machine, "summary": summary,
             "records": list(records)}
-    runtime.write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
+    write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
     text = markdown(settings, machine, summary, records)
-    runtime.write_atomic(out / "results.md", text)
+    write_atomic(out / "results.md", text)
     return text
 
 
@@ -333,9 +333,9 @@ def plot_task(out: Path, task: Task, records: Sequence[dict]) -> Path | None:
             curves.append(list(zip(xs, r["curve"]["mean_return"])))
             ax.plot(xs, r["curve"]["mean_return"], linewidth=1, alpha=0.5,
                     label=f"seed {r['seed']}")
-        median = median_curve(curves)
-        if len(runs) > 1 and median:
-            ax.plot(*zip(*median), color="black", linewidth=2, label="median")
+        middle = median_curve(curves)
+        if len(runs) > 1 and middle:
+            ax.plot(*zip(*middle), color="black", linewidth=2, label="median")
         ax.axhline(task.target, color="gray", linestyle="--", linewidth=1, label="target")
         if task.floor is not None:
             ax.axhline(task.floor, color="red", linestyle=":", linewidth=1, label="floor")

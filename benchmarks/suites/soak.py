@@ -10,7 +10,7 @@ in the rotation too), and every SAMPLE_SECS it records the global step and the R
 task. At the end it stops the run with `launch_cluster.sh stop` and checks that the stop was
 clean: the command succeeded, no task had to be SIGKILLed, summary.json exists, no process
 of the run is left. It runs in a private network, and so does the run it starts
-(benchmarks.variants.runtime.enter_private_network; --allow-remote: both on the host network).
+(benchmarks.common.enter_private_network; --allow-remote: both on the host network).
 
 Writes <out>/soak.json (every sample, kill and the verdicts), <out>/soak.md (the table it
 prints) and <out>/soak.png (global step with the kills marked; RSS per task). <out>
@@ -34,7 +34,7 @@ from a3c_graph.core.config import add_config_arguments, config_from_args, config
 from a3c_graph.launcher import commands
 from a3c_graph.launcher.processes import read_pid_file, read_pid_files
 from a3c_graph.progress import read_progress, run_totals
-from benchmarks.variants import runtime
+from benchmarks import common
 
 SAMPLE_SECS = 2.0
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--kill-every", type=float, default=60.0, metavar="SECS")
     parser.add_argument("--out", type=Path, default=None)
-    runtime.add_allow_remote_argument(parser)
+    common.add_allow_remote_argument(parser)
     add_config_arguments(parser)
     return parser
 
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         config = config_from_args(args)
     except ValueError as error:
         return fail("benchmarks.soak", error)
-    runtime.enter_private_network("benchmarks.soak", args.allow_remote)
+    common.enter_private_network("benchmarks.soak", args.allow_remote)
     out = args.out or RESULTS / f"soak-{time.strftime('%Y%m%d-%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
     result = soak(args, config_to_argv(config), out)

@@ -24,7 +24,7 @@ No cluster and no ps: the acting path and the learner's own compute, so the per-
 overheads can be read off against the env's own cost. Each env id gets its preset's
 network (ALE ids: the atari preset's cnn on 42x42 frames). Prints a markdown table;
 benchmarks/PERFORMANCE.md quotes it. Like every benchmark it runs in a private network
-(benchmarks.variants.runtime.enter_private_network; --allow-remote: the host network).
+(benchmarks.common.enter_private_network; --allow-remote: the host network).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from benchmarks.variants import runtime
+from benchmarks import common
 
 PROG = "benchmarks.step_cost"
 T = 32
@@ -168,9 +168,9 @@ def main(argv=None) -> int:
                         help="Timed rollouts per measurement (default: 150).")
     parser.add_argument("--json", action="store_true",
                         help="Measure the one B given and print its costs as JSON.")
-    runtime.add_allow_remote_argument(parser)
+    common.add_allow_remote_argument(parser)
     args = parser.parse_args(argv)
-    runtime.enter_private_network(PROG, args.allow_remote)
+    common.enter_private_network(PROG, args.allow_remote)
     if args.json:
         print(json.dumps(measure(args.env, args.envs[0], args.rollouts)))
         return 0

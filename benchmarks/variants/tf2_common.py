@@ -3,7 +3,7 @@
   * ActorCritic / ActorCriticCNN: a3c_graph.core.model's MLP and CNN networks (same layers,
     sizes, activations, initializers and forward pass), given a variable factory that makes
     tf.Variable instead of get_variable; build_model picks one as the graph worker does.
-    The LSTM is graph-only (benchmarks.variants.runtime.check_tf2_config refuses it).
+    The LSTM is graph-only (benchmarks.variants.tf2_run.check_tf2_config refuses it).
   * FlatWeights: a network's variables as one flat float32 vector, read, written or
     updated with one tf.function call (not one eager op per variable), so weights and
     gradients cross processes as one numpy array each.
@@ -14,7 +14,7 @@
     tf.function call per env step it replaces cost 0.5-0.6 ms a step in TF 2.21,
     benchmarks/PERFORMANCE.md).
   * make_gradient_function: the clipped gradients of one rollout, flat, with the
-    episodes that ended in it, in one call. The loss is worker_graph.learner_loss itself,
+    episodes that ended in it, in one call. The loss is core.learner.learner_loss itself,
     so GAE, normalization and the A3C loss are the graph variant's code, and both clip with
     tf.clip_by_global_norm.
   * ParameterHolder: the network everyone trains, with the shared Adam the graph variant's
@@ -22,7 +22,7 @@
 
 The worker (actor threads, queue, learner) is benchmarks.variants.tf2_worker. So the variants differ
 only in framework and process design. Import this module only in a process that has chosen
-its device (benchmarks.variants.runtime.pin_visible_gpus): it imports TF. Shapes follow
+its device (benchmarks.variants.tf2_run.pin_visible_gpus): it imports TF. Shapes follow
 a3c_graph.core.rollout: T is the rollout length, B the envs stepped together.
 """
 
@@ -38,9 +38,9 @@ import tensorflow as tf
 from a3c_graph.core import model as graph_model
 from a3c_graph.core.config import A3CConfig, resolve_policy
 from a3c_graph.core.envs import EnvInfo, env_info, env_options
+from a3c_graph.core.learner import learner_loss
 from a3c_graph.core.rollout import RolloutField, RolloutRecorder, sample_actions
-from a3c_graph.distributed.worker_graph import learner_loss
-from benchmarks.variants.runtime import RunStats
+from benchmarks.variants.tf2_run import RunStats
 
 tf1 = tf.compat.v1
 
@@ -53,7 +53,7 @@ def configure_tensorflow(config: A3CConfig) -> str:
     everything on.
 
     Must run before the first TF op. '/GPU:0' only when this process sees a GPU (its one
-    GPU: benchmarks.variants.runtime.pin_visible_gpus), so a run asked for a GPU on a machine
+    GPU: benchmarks.variants.tf2_run.pin_visible_gpus), so a run asked for a GPU on a machine
     without one falls back to the CPU instead of crashing. Memory grows as needed, the
     graph variant's allow_growth, so processes that share a GPU do not each take all of it.
     """
@@ -247,7 +247,7 @@ class Reply:
 
 class ParameterHolder:
     """The network every worker trains, the shared Adam optimizer that updates it, and the
-    run's counters (benchmarks.variants.runtime.RunStats) that say when each worker stops.
+    run's counters (benchmarks.variants.tf2_run.RunStats) that say when each worker stops.
 
     The optimizer is tf.compat.v1.train.AdamOptimizer, the one the graph variant's ps runs
     (it works eagerly and inside tf.function), so both apply the very same update rule.
@@ -296,7 +296,7 @@ class ParameterHolder:
                     weights = self._apply(result.gradients, learning_rate).numpy()
             self.stats.record(result.task, result.env_steps, result.finished_returns,
                               result.started)
-        reason = self.stats.stop_reason_for(result.task)
+        reason = self.stats.worker_stop_reason(result.task)
         return Reply(None if reason else weights, self.stats.snapshot(), reason)
 
     def request_stop(self, reason: str) -> None:

@@ -21,13 +21,14 @@ after choosing its device with CUDA_VISIBLE_DEVICES):
 Like the graph variant, each worker writes progress/worker_<i>.json with the global
 counters it was last sent, and this main process writes summary.json and prints it as the
 last stdout line. Every process runs in a private network, as every benchmark's does
-(benchmarks.variants.runtime.enter_private_network; --allow-remote: the host network). Exit status:
+(benchmarks.common.enter_private_network; --allow-remote: the host network). Exit status:
 0 after a normal stop, 2 for bad flags or a private network the kernel refused, 1 if a
 child crashed, 130/143 after SIGINT/SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import queue
 import sys
@@ -36,11 +37,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 from a3c_graph.cli import EXIT_CRASH, StopSignals
 from a3c_graph.core.config import A3CConfig
-from a3c_graph.launcher.plan import describe_target
+from a3c_graph.core.stats import describe_target
+from a3c_graph.launcher.processes import stop_in_order
 from a3c_graph.progress import ProgressFile
-from benchmarks.variants import runtime
+from benchmarks import common
+from benchmarks.variants import tf2_run
 
 VARIANT = "tf2_mp"
 PROG = "benchmarks.variants.tf2_multiprocessing"
@@ -50,6 +55,8 @@ GET_TIMEOUT_SECS = 0.5
 POLL_SECS = 0.2
 # After the workers stop, how long the ps and the workers get to exit on their own.
 JOIN_TIMEOUT_SECS = 15.0
+# Then, for a child that hangs: SIGTERM -> SIGKILL, and SIGKILL -> reaped.
+KILL_AFTER_SECS = 3.0
 
 
 # --------------------------------------------------------------------------- children
@@ -57,7 +64,7 @@ JOIN_TIMEOUT_SECS = 15.0
 def parameter_server_main(config: A3CConfig, num_workers: int, gradient_queue,
                           weight_queues, stop_event) -> None:
     """Process target of the ps: apply gradients until every worker was told to stop."""
-    runtime.pin_visible_gpus((), 0)  # the ps runs on the CPU, as the graph variant's
+    tf2_run.pin_visible_gpus((), 0)  # the ps runs on the CPU, as the graph variant's
     from benchmarks.variants import tf2_common  # TF is imported here, in the child, never in main
 
     holder = tf2_common.ParameterHolder(config, tf2_common.configure_tensorflow(config))
@@ -89,7 +96,7 @@ def _next_reply(weight_queue, stop_event):
 def worker_main(task: int, config: A3CConfig, gpus: Sequence[str], logdir: str,
                 gradient_queue, weight_queue, stop_event) -> None:
     """Process target of worker `task`: rollouts and gradients until the ps says stop."""
-    runtime.pin_visible_gpus(gpus, task)
+    tf2_run.pin_visible_gpus(gpus, task)
     progress = ProgressFile(logdir, task, float(config.target_return), config.progress_secs)
     progress.write("starting")
     # TF is imported here, in the child, never in main
@@ -128,7 +135,7 @@ class Channels:
     stop_event: Any
 
 
-def start_processes(run: runtime.VariantRun, ctx) -> tuple[list, Channels]:
+def start_processes(run: tf2_run.VariantRun, ctx) -> tuple[list, Channels]:
     """The ps (first) and the workers, started, and the channels between them."""
     channels = Channels(ctx.Queue(), [ctx.Queue() for _ in range(run.workers)], ctx.Event())
     processes = [ctx.Process(
@@ -145,7 +152,7 @@ def start_processes(run: runtime.VariantRun, ctx) -> tuple[list, Channels]:
     return processes, channels
 
 
-def supervise(processes: list, stop_event, signals: StopSignals, run: runtime.VariantRun,
+def supervise(processes: list, stop_event, signals: StopSignals, run: tf2_run.VariantRun,
               started: float) -> tuple[int, str | None]:
     """Wait for the workers to stop; (exit code, stop reason that overrides theirs)."""
     ps, workers = processes[0], processes[1:]
@@ -164,34 +171,36 @@ def supervise(processes: list, stop_event, signals: StopSignals, run: runtime.Va
         if ps.exitcode == 0:
             # The ps only ends after telling every worker to stop; they are on their way.
             stop_event.set()
-        if runtime.past_backstop(run, started):
+        if tf2_run.past_backstop(run, started):
             stop_event.set()
             return 0, "deadline"
         time.sleep(POLL_SECS)
 
 
 def shut_down(processes: list, stop_event) -> None:
-    """Let every child exit on its own (the stop event is set); terminate what hangs."""
+    """Let every child exit on its own (the stop event is set); stop what hangs
+    (stop_in_order: SIGTERM, KILL_AFTER_SECS, SIGKILL) and reap them all."""
     stop_event.set()
     end = time.monotonic() + JOIN_TIMEOUT_SECS
     for process in processes:
         process.join(timeout=max(0.0, end - time.monotonic()))
+    hanging = []
     for process in processes:
         if process.is_alive():
-            process.terminate()
-            process.join(timeout=3)
-        if process.is_alive():
-            process.kill()
-            process.join(timeout=3)
+            with contextlib.suppress(psutil.Error):  # it ended meanwhile
+                hanging.append(psutil.Process(process.pid))
+    stop_in_order([hanging], KILL_AFTER_SECS)
+    for process in processes:
+        process.join(timeout=KILL_AFTER_SECS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    run = runtime.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
-    runtime.enter_private_network(PROG, run.allow_remote)
+    run = tf2_run.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
+    common.enter_private_network(PROG, run.allow_remote)
     signals = StopSignals()
     signals.install()
     started = time.time()
-    runtime.prepare_logdir(run.logdir)
+    tf2_run.prepare_logdir(run.logdir)
     ctx = mp.get_context("spawn")
     processes: list = []
     channels: Channels | None = None
@@ -205,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Every path, including a bug above, ends with no child left running.
         if channels is not None:
             shut_down(processes, channels.stop_event)
-    runtime.write_summary(VARIANT, run, started, exit_code, reason)
+    tf2_run.write_summary(VARIANT, run, started, exit_code, reason)
     return exit_code
 
 

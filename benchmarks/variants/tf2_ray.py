@@ -23,7 +23,7 @@ method call per update, arguments by value, numpy arrays zero-copy):
 The driver (this module's main) never imports TF: each actor imports it in its own process
 after choosing its device, and only numpy weights and gradients cross process boundaries.
 Ray is started locally (`address="local"`: never someone else's cluster) with num_cpus set,
-no dashboard and quiet logs, in a private network (runtime.enter_private_network:
+no dashboard and quiet logs, in a private network (benchmarks.common.enter_private_network:
 Ray's servers listen on every interface and authenticate no one); at the end
 `ray.shutdown()` and every process Ray started (gcs_server, raylet, workers, agents: all
 descendants of the driver) is checked by pid and ended if still there. Files and exit
@@ -39,13 +39,16 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import psutil
 import ray
 
 from a3c_graph.cli import EXIT_CRASH, StopSignals
 from a3c_graph.core.config import A3CConfig
-from a3c_graph.launcher.plan import describe_target
+from a3c_graph.core.stats import describe_target
+from a3c_graph.launcher.processes import descendants
 from a3c_graph.progress import ProgressFile
-from benchmarks.variants import runtime
+from benchmarks import common
+from benchmarks.variants import tf2_run
 
 VARIANT = "tf2_ray"
 PROG = "benchmarks.variants.tf2_ray"
@@ -63,7 +66,7 @@ class ParameterActor:
     """The network every worker trains, the shared Adam, and the run's global counters."""
 
     def __init__(self, config: A3CConfig):
-        runtime.pin_visible_gpus((), 0)  # the ps runs on the CPU, as the graph variant's
+        tf2_run.pin_visible_gpus((), 0)  # the ps runs on the CPU, as the graph variant's
         from benchmarks.variants import tf2_common  # TF is imported in the actor, never the driver
 
         self.holder = tf2_common.ParameterHolder(config, tf2_common.configure_tensorflow(config))
@@ -85,7 +88,7 @@ class WorkerActor:
     """One worker: envs, a local copy of the network, and its progress file."""
 
     def __init__(self, task: int, config: A3CConfig, gpus: Sequence[str], logdir: str):
-        runtime.pin_visible_gpus(gpus, task)
+        tf2_run.pin_visible_gpus(gpus, task)
         self.progress = ProgressFile(Path(logdir), task, float(config.target_return),
                                      config.progress_secs)
         self.progress.write("starting")
@@ -115,7 +118,7 @@ def start_ray(num_cpus: int) -> None:
 
 
 def wait_for_workers(pending: list, parameters, signals: StopSignals,
-                     run: runtime.VariantRun, started: float) -> tuple[int, str | None]:
+                     run: tf2_run.VariantRun, started: float) -> tuple[int, str | None]:
     """Wait for every worker's `train` call; (exit code, stop reason that overrides theirs)."""
     stop_by: float | None = None
     exit_code, reason = 0, None
@@ -123,7 +126,7 @@ def wait_for_workers(pending: list, parameters, signals: StopSignals,
         done, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_SECS)
         ray.get(done)  # re-raises a worker's exception here
         if stop_by is None and (signals.received is not None
-                                or runtime.past_backstop(run, started)):
+                                or tf2_run.past_backstop(run, started)):
             if signals.received is not None:
                 exit_code, reason = signals.exit_code, "interrupted"
             else:
@@ -136,12 +139,12 @@ def wait_for_workers(pending: list, parameters, signals: StopSignals,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    run = runtime.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
-    runtime.enter_private_network(PROG, run.allow_remote)
+    run = tf2_run.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
+    common.enter_private_network(PROG, run.allow_remote)
     signals = StopSignals()
     signals.install()
     started = time.time()
-    runtime.prepare_logdir(run.logdir)
+    tf2_run.prepare_logdir(run.logdir)
     exit_code, reason = EXIT_CRASH, "crash"
     try:
         start_ray(num_cpus=run.workers + 1)
@@ -161,14 +164,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         # Everything Ray started is a descendant of this process: remember them all before
         # shutdown, then make sure each is gone (by pid, never by name).
-        ray_processes = {p.pid: p for p in runtime.process_tree(os.getpid())[1:]}
+        ray_processes = descendants(psutil.Process())
         if ray.is_initialized():
             ray.shutdown()
-        left = runtime.end_processes(ray_processes.values(), RAY_EXIT_TIMEOUT_SECS)
+        left = common.end_leftovers(ray_processes, RAY_EXIT_TIMEOUT_SECS)
         if left:
             print(f"{PROG}: warning: ended Ray process(es) left after shutdown: "
                   f"{', '.join(left)}", file=sys.stderr, flush=True)
-    runtime.write_summary(VARIANT, run, started, exit_code, reason)
+    tf2_run.write_summary(VARIANT, run, started, exit_code, reason)
     return exit_code
 
 

@@ -24,7 +24,7 @@ start-up ends at the first applied update, and the final report is written as so
 parameter holder says stop, before the actors are stopped and the envs closed.
 
 This module imports TF (through tf2_common): import it only in a process that has chosen
-its device (benchmarks.variants.runtime.pin_visible_gpus).
+its device (benchmarks.variants.tf2_run.pin_visible_gpus).
 """
 
 from __future__ import annotations

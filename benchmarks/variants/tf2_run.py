@@ -1,10 +1,17 @@
-"""TF-free pieces the two TF2 variants and the harness share: the variants' command line,
-the private network every benchmark runs in, the run's global statistics, per-worker
-progress files, the summary, device choice and process trees.
+"""One TF2 variant run, without TensorFlow: what the main process of tf2_multiprocessing and
+tf2_ray does around its workers, and what their children share.
 
-Nothing here imports TensorFlow. A variant's processes import this module before they
-choose their device (CUDA_VISIBLE_DEVICES must be set before TF is imported), and the
-harness must stay light while it samples memory.
+  the command line     VariantRun, parse_variant_args, which A3C flags the TF2 variants
+                       honour and which they refuse (TF2_HONOURED, TF2_REFUSED,
+                       check_tf2_config: the harness checks them too, before any run)
+  devices              visible_device_entries (--gpus), pin_visible_gpus (each child's)
+  the run's counters   RunStats: global steps, episodes, the 100-episode window, and the
+                       graph worker's stop rule on its clock (the parameter holder's)
+  the end              past_backstop, write_summary
+
+Nothing here imports TensorFlow: a variant's processes import this module before they
+choose their device (CUDA_VISIBLE_DEVICES must be set before TF is imported). What every
+benchmark shares (the private network, ending leftover processes) is benchmarks.common.
 
 The files a TF2 variant writes under --logdir are the graph variant's:
 progress/worker_<i>.json with the keys a3c_graph.worker writes, and summary.json whose JSON
@@ -14,7 +21,6 @@ read every variant's run the same way.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -36,11 +42,7 @@ from a3c_graph.core.config import (
     resolve_policy,
 )
 from a3c_graph.core.envs import env_info, env_options
-from a3c_graph.core.stats import RECENT_EPISODES
-from a3c_graph.distributed.task_runner import stop_reason_for
-from a3c_graph.launcher import netns
-from a3c_graph.launcher.plan import resolve_target_return
-from a3c_graph.launcher.processes import is_gone
+from a3c_graph.core.stats import RECENT_EPISODES, resolve_target_return, training_stop_reason
 from a3c_graph.progress import (
     json_number,
     read_progress,
@@ -48,6 +50,7 @@ from a3c_graph.progress import (
     summary_fields,
     write_atomic,
 )
+from benchmarks.common import add_allow_remote_argument
 
 # A variant enforces --max-seconds itself; this backstop only catches a stuck run.
 DEADLINE_GRACE_SECS = 60.0
@@ -63,7 +66,7 @@ class VariantRun:
     workers: int
     logdir: Path
     gpus: tuple[str, ...]  # CUDA_VISIBLE_DEVICES entries, the workers' round-robin; empty: CPU
-    allow_remote: bool = False  # on the host network (see enter_private_network)
+    allow_remote: bool = False  # on the host network (common.enter_private_network)
 
 
 def parse_variant_args(prog: str, description: str,
@@ -142,45 +145,6 @@ def prepare_logdir(logdir: Path) -> None:
         stale.unlink(missing_ok=True)
 
 
-# --------------------------------------------------------------------------- network
-
-def add_allow_remote_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--allow-remote", action="store_true",
-                        help="Run on the host network instead of a private network (a network "
-                             "namespace with only loopback). Ray's servers, like TF's, listen "
-                             "on every interface and authenticate no one: use only on a "
-                             "trusted network.")
-
-
-def enter_private_network(prog: str, allow_remote: bool) -> None:
-    """Move this benchmark, and so every process it starts, into a private network: a
-    network namespace with only loopback, as the launcher's tasks (a3c_graph.launcher.netns).
-
-    On the host network Ray 2.60's gcs_server, raylet, actors and driver listen on every
-    interface (ss shows *:PORT), and ray.init turns a loopback node address
-    (_node_ip_address) into the machine's own (services.resolve_ip_for_localhost). So the
-    namespace, where every interface is loopback, is what keeps a Ray cluster, which
-    authenticates no one, private; the variants, the harness and the launcher's tasks all
-    run in one.
-
-    Call it right after parsing the flags, before anything is written or started: it may
-    execute this program again (same pid and command line). With allow_remote, a warning
-    instead. When the kernel refuses, one line on stderr and exit status 2.
-    """
-    if allow_remote:
-        print(f"{prog}: warning: running on the host network (--allow-remote), where Ray's "
-              "and TF's servers listen on every interface and authenticate no one: it must "
-              "only be reachable on a trusted network", file=sys.stderr, flush=True)
-        return
-    try:
-        netns.enter_or_reexecute(sys.orig_argv[1:])
-    except netns.NamespaceError as error:
-        sys.exit(fail(prog, f"cannot run in a private network: {error}; --allow-remote runs "
-                            "on the host network instead (trusted networks only)"))
-    print(f"{prog}: running in a private network (a network namespace with only loopback: "
-          "no other machine can reach its processes)", flush=True)
-
-
 # --------------------------------------------------------------------------- devices
 
 def visible_device_entries(prog: str, spec: str) -> tuple[str, ...]:
@@ -215,7 +179,7 @@ class RunStats:
     Returns from every worker land in one window in the order they arrive, so its mean is
     the mean return of the 100 newest episodes across workers, as in the graph variant.
 
-    Stopping follows the graph worker's rule (task_runner.stop_reason_for) with its
+    Stopping follows the graph worker's rule (stats.training_stop_reason) with its
     clock (a3c_graph.progress): solved and max_steps stop the whole run, while each worker's
     --max-seconds count from that worker's own first applied update, as a graph worker's do.
     """
@@ -252,13 +216,14 @@ class RunStats:
                 "episodes": self.episodes, "recent_count": len(self.recent),
                 "mean_return_100": mean}
 
-    def stop_reason_for(self, task: int) -> str | None:
+    def worker_stop_reason(self, task: int) -> str | None:
         """Why worker `task` stops after its update just recorded, or None: the run's
         reason once there is one (solved, max_steps, or set from outside), else its own
         budget spent (max_seconds, on its own clock)."""
         if self.stop_reason is None and task in self.first_update:
-            reason = stop_reason_for(self.snapshot(), self.config,
-                                     float(self.config.target_return), self.first_update[task])
+            reason = training_stop_reason(self.snapshot(), self.config,
+                                          float(self.config.target_return),
+                                          self.first_update[task])
             if reason != "max_seconds":
                 self.stop_reason = reason
             return reason
@@ -291,43 +256,3 @@ def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,
     write_atomic(run.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
     print(json.dumps(summary, sort_keys=True), flush=True)
     return summary
-
-
-# --------------------------------------------------------------------------- processes
-
-def process_tree(root_pid: int) -> list:
-    """psutil.Process of root_pid and all its descendants (empty if root_pid is gone)."""
-    import psutil
-
-    try:
-        root = psutil.Process(root_pid)
-        return [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def end_processes(procs: Iterable, timeout: float) -> list[str]:
-    """Wait up to `timeout` for these processes to end by themselves; then SIGTERM, wait a
-    little, and SIGKILL the rest. Returns "name(pid)" of each process that had to be
-    signalled. psutil checks a pid still names the very process we saw, so a recycled pid
-    is never hit."""
-    import psutil
-
-    alive = [p for p in procs if not is_gone(p)]
-    deadline = time.monotonic() + timeout
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = [p for p in alive if not is_gone(p)]
-    signalled = []
-    for action, wait in ((lambda p: p.terminate(), 3.0), (lambda p: p.kill(), 3.0)):
-        for proc in alive:
-            try:
-                signalled.append(f"{proc.name()}({proc.pid})")
-                action(proc)
-            except psutil.Error:
-                pass
-        end = time.monotonic() + wait
-        while alive and time.monotonic() < end:
-            time.sleep(0.1)
-            alive = [p for p in alive if not is_gone(p)]
-    return sorted(set(signalled))

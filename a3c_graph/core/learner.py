@@ -1,0 +1,92 @@
+"""The learner's math: the A3C loss of one rollout, its clipped gradients, the learning rate.
+
+Shapes follow core/rollout.py: T is the rollout length, B the envs stepped together. A
+rollout is a dict of its fields (obs and next_obs [T, B, ...], actions, rewards,
+terminated, truncated [T, B], and for a recurrent network initial_state [B, 2, H]).
+
+Nothing here knows where a network lives: the graph worker (distributed/worker_graph.py)
+places these ops on a worker and sends the gradients to the ps, and the TF2 benchmark
+variants call learner_loss as it is, so both learn from the same math.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from a3c_graph.core import losses
+from a3c_graph.core.config import A3CConfig
+
+
+def learner_loss(network, rollout: dict, config: A3CConfig):
+    """A3C loss of one rollout on `network`, and the parts worth logging
+    (policy_loss, value_loss, entropy)."""
+    T, B = rollout["rewards"].shape.as_list()
+    logits, values, next_values = network.learner_outputs(rollout)
+    to_tb = lambda x: tf.reshape(x, [T, B])  # noqa: E731
+    # Clipping is for learning only: episode returns were summed from the raw rewards.
+    rewards = tf.sign(rollout["rewards"]) if config.clip_rewards else rollout["rewards"]
+    advantages = losses.gae_advantages(
+        rewards, tf.stop_gradient(to_tb(values)), tf.stop_gradient(to_tb(next_values)),
+        rollout["terminated"], rollout["truncated"], config.gamma, config.gae_lambda)
+    returns = advantages + tf.stop_gradient(to_tb(values))
+    policy_advantages = losses.normalize(advantages) if config.normalize_advantages else advantages
+    total, parts = losses.a3c_loss(
+        logits, tf.reshape(rollout["actions"], [-1]), values,
+        tf.reshape(policy_advantages, [-1]), tf.reshape(returns, [-1]),
+        config.entropy_coef, config.value_coef)
+    return total, parts
+
+
+@dataclass
+class LearnerUpdate:
+    """What the learner makes of one rollout."""
+
+    loss: tf.Tensor
+    grad_norm: tf.Tensor  # before clipping
+    parts: dict  # policy_loss, value_loss, entropy
+    is_finite: tf.Tensor  # bool: the loss and gradients are finite, the update may apply
+    gradients: list  # clipped, zero where not is_finite; one per variable, [] acting only
+
+
+def learner_update(network, rollout: dict, config: A3CConfig) -> LearnerUpdate:
+    """The clipped gradients of the A3C loss of `rollout` on `network` as it is now (for a
+    worker, its local copy: distributed/worker_graph.py's docstring explains the policy lag)."""
+    loss, parts = learner_loss(network, rollout, config)
+    gradients = tf.gradients(loss, network.variables)
+    clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
+    # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the
+    # globals: such an update is applied with zero gradients and a zero learning rate, so
+    # the weights stay as they are (Adam's moments decay as for a zero gradient). The worker
+    # counts these and stops if they persist.
+    is_finite = tf.logical_and(tf.math.is_finite(loss), tf.math.is_finite(grad_norm),
+                               name="update_is_finite")
+    clipped = [tf.where(is_finite, g, tf.zeros_like(g)) for g in clipped]
+    return LearnerUpdate(loss, grad_norm, parts, is_finite, clipped)
+
+
+def acting_only_update() -> LearnerUpdate:
+    """--learn false (the acting ceiling benchmarks.run --ceiling measures): the rollout is
+    counted and dropped, nothing is computed from it."""
+    zero = tf.constant(0.0)
+    return LearnerUpdate(zero, zero, {key: zero for key in ("policy_loss", "value_loss",
+                                                            "entropy")},
+                         tf.constant(True), [])
+
+
+def learning_rate_scale(env_steps, max_steps: int):
+    """1 - env_steps / max_steps, floored at 0: A3CConfig.learning_rate_at in the graph.
+    env_steps: an int64 scalar variable of the cluster's env steps -> float32 scalar."""
+    done = tf.cast(env_steps.read_value(), tf.float64) / float(max_steps)
+    return tf.cast(tf.maximum(1.0 - done, 0.0), tf.float32)
+
+
+def learning_rate_now(config: A3CConfig, is_finite, env_steps_seen):
+    """The learning rate of this update: zero for an update that is not finite, annealed by
+    the cluster's env steps as this worker last read them (one update old: nothing a linear
+    anneal over millions of steps can tell apart)."""
+    learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
+    if config.anneal_learning_rate:
+        learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)
+    return learning_rate

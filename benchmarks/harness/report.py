@@ -1,0 +1,281 @@
+"""The harness's results: per-variant medians and their intervals, the graph variant's
+ratios, the acting ceilings and the scaling table, written as results.json, results.md and
+PNG plots (benchmarks.run writes them after every run)."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from a3c_graph.progress import write_atomic
+
+MEDIAN_KEYS = ("steps_per_sec", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
+               "time_to_solve_or_budget_s", "startup_s", "peak_memory_mb",
+               "final_mean_return_100")
+# Of the distribution-free interval of a median (median_interval).
+CONFIDENCE = 0.95
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    """The median of the values that are not None, to 0.01; None when there are none."""
+    present = [v for v in values if v is not None]
+    return round(statistics.median(present), 2) if present else None
+
+
+def summarize(records: Sequence[dict], variants: Sequence[str]) -> dict[str, dict]:
+    """Per variant over its main runs: runs, solved count and the medians of MEDIAN_KEYS
+    (time and steps to solve over the solved runs only)."""
+    summary = {}
+    for variant in variants:
+        runs = [r for r in records if r["variant"] == variant and r["phase"] == "main"]
+        summary[variant] = {"runs": len(runs), "solved": sum(r["solved"] for r in runs),
+                            **{key: median([r[key] for r in runs]) for key in MEDIAN_KEYS},
+                            "time_to_solve_or_budget_interval": median_interval(
+                                [r["time_to_solve_or_budget_s"] for r in runs])}
+    return summary
+
+
+def median_interval(values: Sequence[float | None],
+                    confidence: float = CONFIDENCE) -> list[float] | None:
+    """A distribution-free interval of the median of `values` (None ignored): the order
+    statistics x(k) and x(n + 1 - k) with the largest k whose coverage, by the binomial
+    distribution of how many values fall below the median, is at least `confidence`.
+    For 10 values at 95 %: x(2) to x(9) (97.9 %). None when n is too small (n < 6 at 95 %).
+    """
+    x = sorted(v for v in values if v is not None)
+    n, best = len(x), None
+    for k in range(1, n // 2 + 1):
+        if 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n >= confidence:
+            best = k
+    return None if best is None else [x[best - 1], x[n - best]]
+
+
+def ceiling_summary(records: Sequence[dict]) -> dict[str, dict[str, Any]] | None:
+    """Per variant with ceiling runs: its acting ceiling (median steps/s of its ceiling
+    runs) and the share of it its training runs reach; None without ceiling runs."""
+    summary = {}
+    for variant in dict.fromkeys(r["variant"] for r in records if r["phase"] == "ceiling"):
+        runs = [r for r in records if r["phase"] == "ceiling" and r["variant"] == variant]
+        ceiling = median([r["steps_per_sec"] for r in runs])
+        training = median([r["steps_per_sec"] for r in records
+                            if r["phase"] == "main" and r["variant"] == variant])
+        share = None if not (ceiling and training) else round(training / ceiling, 3)
+        summary[variant] = {"runs": len(runs), "steps_per_sec": ceiling,
+                            "training_steps_per_sec": training, "training_share": share}
+    return summary or None
+
+
+def ratios(summary: dict[str, dict]) -> dict[str, dict[str, float | None]]:
+    """The graph variant against each other variant: its steps/s over theirs, and its time
+    to solve over theirs (medians)."""
+    graph = summary.get("graph")
+    if graph is None:
+        return {}
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return None if not (a and b) else round(a / b, 2)
+
+    return {variant: {"steps_per_sec": ratio(graph["steps_per_sec"], s["steps_per_sec"]),
+                      "time_to_solve": ratio(graph["time_to_solve_s"], s["time_to_solve_s"]),
+                      "time_to_solve_or_budget": ratio(graph["time_to_solve_or_budget_s"],
+                                                       s["time_to_solve_or_budget_s"])}
+            for variant, s in summary.items() if variant != "graph"}
+
+
+def scaling_table(records: Sequence[dict]) -> dict[str, dict[int, float | None]]:
+    """steps/s per variant and worker count, from the scaling runs."""
+    table: dict[str, dict[int, float | None]] = {}
+    for r in records:
+        if r["phase"] == "scaling":
+            table.setdefault(r["variant"], {})[r["workers"]] = r["steps_per_sec"]
+    return table
+
+
+def fmt(value: Any, unit: str = "", digits: int = 0) -> str:
+    """A figure as the tables show it: thousands separated, "-" for None."""
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def markdown_table(summary: dict[str, dict]) -> str:
+    lines = ["| variant | runs | solved | agent steps/s | frames/s | time to solve "
+             "| every seed, unsolved = budget | env steps to solve | start-up "
+             "| peak memory (PSS) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for variant, s in summary.items():
+        interval = s["time_to_solve_or_budget_interval"]
+        every_seed = fmt(s["time_to_solve_or_budget_s"], " s", 1) + (
+            f" [{interval[0]:.1f}, {interval[1]:.1f}]" if interval else "")
+        lines.append(
+            f"| {variant} | {s['runs']} | {s['solved']}/{s['runs']} "
+            f"| {fmt(s['steps_per_sec'])} | {fmt(s['frames_per_sec'])} "
+            f"| {fmt(s['time_to_solve_s'], ' s', 1)} | {every_seed} "
+            f"| {fmt(s['env_steps_to_solve'])} | {fmt(s['startup_s'], ' s', 1)} "
+            f"| {fmt(s['peak_memory_mb'], ' MB')} |")
+    return "\n".join(lines)
+
+
+def seeds_markdown(records: Sequence[dict], variants: Sequence[str]) -> str:
+    """Time to solve per seed and variant (main runs); an unsolved run shows ">" its
+    start-up plus budget."""
+    main = [r for r in records if r["phase"] == "main"]
+    lines = ["| seed | " + " | ".join(variants) + " |", "|---:|" + "---:|" * len(variants)]
+    for seed in sorted({r["seed"] for r in main}):
+        cells = []
+        for variant in variants:
+            r = next((r for r in main if r["seed"] == seed and r["variant"] == variant), None)
+            value = None if r is None else r["time_to_solve_or_budget_s"]
+            cells.append(fmt(value, " s", 1) if r is None or r["solved"] or value is None
+                         else f"> {value:.1f} s")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def scaling_markdown(table: dict[str, dict[int, float | None]]) -> str:
+    counts = sorted({n for row in table.values() for n in row})
+    lines = ["| variant | " + " | ".join(f"{n} worker(s)" for n in counts) + " |",
+             "|---|" + "---:|" * len(counts)]
+    for variant, row in table.items():
+        lines.append(f"| {variant} | " + " | ".join(fmt(row.get(n)) for n in counts) + " |")
+    return "\n".join(lines)
+
+
+def write_results(out: Path, settings: dict, machine: dict, records: Sequence[dict],
+                  variants: Sequence[str]) -> str:
+    """results.json and results.md (rewritten after every run); returns the markdown."""
+    summary = summarize(records, variants)
+    scaling = scaling_table(records)
+    ceiling = ceiling_summary(records)
+    versus = ratios(summary)
+    data = {"settings": settings, "machine": machine, "medians": summary,
+            "graph_versus": versus, "ceiling": ceiling,
+            "scaling": {v: {str(n): s for n, s in row.items()} for v, row in scaling.items()},
+            "records": list(records)}
+    write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
+    text = [f"# A3C three ways: {settings['env']}, {settings['workers']} worker(s), "
+            f"{settings['seeds']} seed(s), budget {settings['max_seconds']:g} s", "",
+            markdown_table(summary), "",
+            "Medians over the seeds; time and env steps to solve over the solved runs only, "
+            "\"every seed\" over all of them with an unsolved run counted as its start-up "
+            "plus budget, and in brackets a distribution-free 95 % interval of that median "
+            "(from 6 seeds on). "
+            "One clock for every variant: start-up runs from launch to the run's first "
+            "applied update, each worker's budget counts from its own first applied update, "
+            "and training ends at the final report, before teardown. Agent steps/s and "
+            "frames/s (agent steps/s x the env's frame skip: 4 emulator frames per agent step "
+            "for ALE ids, 1 elsewhere) are of training only; time to solve includes "
+            "start-up. Peak memory is the PSS of each variant's whole process tree (a page "
+            "shared by several processes counts once).", ""]
+    text += ["Time to solve per seed (launch to the first solved report; > start-up + "
+             "budget where the run did not solve):", "", seeds_markdown(records, variants),
+             ""]
+    if versus:
+        text += ["| graph vs | steps/s (x) | time to solve (x) | every seed (x) |",
+                 "|---|---:|---:|---:|"]
+        text += [f"| {variant} | {fmt(r['steps_per_sec'], '', 2)} "
+                 f"| {fmt(r['time_to_solve'], '', 2)} "
+                 f"| {fmt(r['time_to_solve_or_budget'], '', 2)} |"
+                 for variant, r in versus.items()]
+        text += [""]
+    if ceiling:
+        text += [f"Acting ceilings (--learn false, {settings['workers']} worker(s), runs of "
+                 f"{settings['ceiling_seconds']:g} s), and the share of its own ceiling "
+                 "each variant's training reaches:", "",
+                 "| variant | ceiling runs | acting ceiling, steps/s | training, steps/s "
+                 "| share |", "|---|---:|---:|---:|---:|"]
+        for variant, c in ceiling.items():
+            share = c["training_share"]
+            text.append(f"| {variant} | {c['runs']} | {fmt(c['steps_per_sec'])} "
+                        f"| {fmt(c['training_steps_per_sec'])} "
+                        f"| {fmt(None if share is None else 100 * share, ' %')} |")
+        text.append("")
+    if scaling:
+        text += [f"## steps/s vs workers ({settings['scaling_seconds']:g} s budget or until "
+                 "solved)", "", scaling_markdown(scaling), ""]
+    text += [f"Machine: {machine['cpu_count']} cores, {machine['memory_gb']} GB, load "
+             f"{machine['load_average_at_start']} at start; Python {machine['python']}, "
+             f"TF {machine['versions']['tensorflow']}, Ray {machine['versions']['ray']}.", ""]
+    markdown = "\n".join(text)
+    write_atomic(out / "results.md", markdown)
+    return markdown
+
+
+def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
+                 target_return: float | None) -> list[Path]:
+    """returns.png, steps_per_sec.png and (with scaling runs) scaling.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    written = []
+    main = [r for r in records if r["phase"] == "main"]
+    ceiling = ceiling_summary(records)
+    # One time axis for all panels: how much sooner one variant solves is the point.
+    fig, axes = plt.subplots(1, len(variants), figsize=(5 * len(variants), 4), squeeze=False,
+                             sharex=True, sharey=True)
+    for ax, variant in zip(axes[0], variants):
+        for r in (r for r in main if r["variant"] == variant):
+            points = [(t, m) for t, _, m in r["return_curve"] if m is not None]
+            if points:
+                ax.plot(*zip(*points), label=f"seed {r['seed']}")
+        if target_return is not None:
+            ax.axhline(target_return, color="gray", linestyle="--", linewidth=1)
+        ax.set_title(variant)
+        ax.set_xlabel("seconds since launch")
+        if ax.lines:
+            ax.legend(loc="lower right", fontsize="small")
+    # From launch: start-up shows as the blank before each line.
+    longest = max((t for r in main for t, _, _ in r["return_curve"]), default=1.0)
+    axes[0][0].set_xlim(0, longest * 1.02)
+    axes[0][0].set_ylabel("mean return (last 100 episodes)")
+    written.append(_save(fig, out / "returns.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, variant in enumerate(variants):
+        rates = [r["steps_per_sec"] for r in main if r["variant"] == variant
+                 and r["steps_per_sec"] is not None]
+        ax.bar(i, statistics.median(rates) if rates else 0.0, color=f"C{i}", alpha=0.6)
+        ax.scatter([i] * len(rates), rates, color="black", s=12, zorder=3)
+    label = "acting ceiling (--learn false)"
+    for i, variant in enumerate(variants):
+        level = ((ceiling or {}).get(variant) or {}).get("steps_per_sec")
+        if level:
+            ax.hlines(level, i - 0.4, i + 0.4, color="gray", linestyle="--", linewidth=1,
+                      label=label)
+            label = None  # one legend entry for them all
+    if ceiling:
+        ax.legend(loc="lower right", fontsize="small")
+    ax.set_xticks(range(len(variants)), variants)
+    ax.set_ylabel("env steps/s after start-up (bar: median, dots: seeds)")
+    written.append(_save(fig, out / "steps_per_sec.png"))
+
+    scaling = scaling_table(records)
+    if scaling:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for variant, row in scaling.items():
+            points = sorted((n, s) for n, s in row.items() if s is not None)
+            if points:
+                ax.plot(*zip(*points), marker="o", label=variant)
+        ax.set_xlabel("workers")
+        ax.set_xticks(sorted({n for row in scaling.values() for n in row}))
+        ax.set_ylabel("env steps/s after start-up")
+        ax.set_ylim(bottom=0)  # from zero: a ratio between points reads as it is
+        ax.legend(loc="lower right")
+        written.append(_save(fig, out / "scaling.png"))
+    return written
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
