@@ -26,7 +26,7 @@ weights (cnn_forward, lstm_step), written as loops over output pixels and time s
           h' = sigmoid(o) tanh(c');  the heads read h'
 
 Used by tests/test_learner.py (the learner), tests/test_model.py (the networks) and
-tests/test_benchmarks.py (the TF2 variants).
+tests/test_tf2_variants.py (the TF2 variants).
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 and the stop-signal flag.
 
 Every entry point's own bad input is tested where it lives (test_worker_cli.py,
-test_launch.py, test_devices.py, test_evaluate.py, test_benchmarks.py, test_learning.py);
-the supervisor's reading of a worker's exit status is in test_supervisor.py.
+test_launch_checks.py, test_devices.py, test_evaluate.py, test_harness.py,
+test_tf2_variants.py, test_learning.py); the supervisor's reading of a worker's exit status
+is in test_supervisor.py.
 """
 
 from __future__ import annotations

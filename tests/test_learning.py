@@ -1,5 +1,5 @@
 """benchmarks.learning: how a run's history becomes its curve and its verdict, the table, and
-its bad input. The suite's real runs are long; test_launch's end-to-end CartPole run
+its bad input. The suite's real runs are long; test_launch_e2e's end-to-end CartPole run
 checks the history files they are drawn from."""
 
 from __future__ import annotations

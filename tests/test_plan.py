@@ -1,7 +1,7 @@
 """The launch plan's pure parts: the refusal of a cluster too big for the machine, --tasks,
 the private network, each task's command and environment, and the log dir check.
 
-plan_start as a whole, through the real command line, is tested in test_launch.py (local
+plan_start as a whole, through the real command line, is tested in test_launch_checks.py (local
 clusters, cluster files, TF_CONFIG), test_slurm.py and test_security.py.
 """
 

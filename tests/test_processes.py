@@ -2,7 +2,7 @@
 process we started, so `status`, `stop`, the tests and the benchmarks never signal someone else's;
 and stop_in_order, the one way they all stop processes: workers before the ps, nothing left.
 
-The launcher's `status` and `stop` on stale pid files are in test_launch.py.
+The launcher's `status` and `stop` on stale pid files are in test_launch_checks.py.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ same kind of private network: Ray's servers listen on every interface too and au
 no one.
 
 Elsewhere: the namespace itself is in test_netns.py; a cluster with a non-loopback address
-and no --allow-remote is refused by the launcher (test_launch.py, bad input "remote without
+and no --allow-remote is refused by the launcher (test_launch_checks.py, bad input "remote without
 allow-remote") and by the worker (test_worker_cli.py,
 test_non_loopback_address_needs_allow_remote).
 
@@ -253,7 +253,7 @@ FAKE_WORKER = textwrap.dedent("""
 def test_an_unprivileged_launcher_runs_its_tasks_in_a_private_network_as_the_user(tmp_path):
     """The user-namespace way: the launcher has numpy's threads by the time it starts tasks,
     so it re-executes itself (same pid) and enters before any thread starts. The tasks are
-    a fake worker module (as in test_launch.py), started by the launcher's own code."""
+    a fake worker module (as in test_launch_supervision.py), started by the launcher's own code."""
     prefix = without_cap_sys_admin()
     if "error" in probe(prefix):
         pytest.skip("no user namespaces for a process without CAP_SYS_ADMIN here")

@@ -2,8 +2,9 @@
 again, whether a run that ended failed (launcher/restarts.py); which error of its log is
 relayed, the progress line, its rate and the stall warnings (launcher/report.py).
 
-The supervisor at work (real processes, signals, the summary) is in test_launch.py, with a
-fake worker module, and in test_supervision.py with real clusters.
+The supervisor at work (real processes, signals, the summary) is in
+test_launch_supervision.py, with a fake worker module, and in test_supervision.py with
+real clusters.
 """
 
 from __future__ import annotations

@@ -15,9 +15,11 @@ full.
 The probe runs one ps and one worker server in this process, in a private network (TF's
 servers listen on every interface), and a session on the worker that adds 1 to a variable on
 the ps, --steps times, counting the steps refused (each is run again, as a worker does:
-sessions.retry_duplicates). A step has a part on each task, and each task keeps its
-own 100,000 ids, so twice expected_repeats are expected. It prints the count by task beside
-the expected one; a count near it, where 64-bit ids would give 0, confirms the cause. It also
+sessions.retry_duplicates). A step has a part on each task, and the master draws both parts'
+ids in the step's own thread, from the one seed: a repeated seed repeats the ids of every
+part at once, so each repeat is one refused step (reported by the task that answers first,
+the worker's local part), and expected_repeats of them are expected. It prints the count
+beside the expected one; a count near it, where 64-bit ids would give 0, confirms the cause. It also
 checks that no refused step was applied: the variable ends equal to the steps. About 1 ms of
 CPU a step.
 """
@@ -35,7 +37,6 @@ from benchmarks import common
 PROG = "benchmarks.probes.request_ids"
 WINDOW = 100_000  # RecentRequestIds of a TF worker: the ids it remembers
 ID_SPACE = 2**32  # seeds of the thread-local generator a step's ids come from
-TASKS = 2  # the step's parts, on the ps and on the worker: each task checks its own
 
 
 def expected_repeats(steps: int, window: int = WINDOW, space: int = ID_SPACE) -> float:
@@ -81,12 +82,12 @@ def main(argv=None) -> int:
                                         flush=True)))
         if done % 50_000 == 0:
             print(f"{PROG}: {done:,} steps, {len(refused)} refused "
-                  f"({TASKS * expected_repeats(done):.2f} expected)", flush=True)
+                  f"({expected_repeats(done):.2f} expected)", flush=True)
     applied = int(session.run(counter))
-    expected = TASKS * expected_repeats(args.steps)
+    expected = expected_repeats(args.steps)
     print(f"{PROG}: {args.steps:,} steps in {time.monotonic() - began:.0f} s: {len(refused)} "
           f"refused as duplicates (at steps {refused}); {expected:.2f} expected of ids drawn "
-          f"from 2^32 values, {TASKS * expected_repeats(args.steps, space=2**64):.1e} of "
+          f"from 2^32 values, {expected_repeats(args.steps, space=2**64):.1e} of "
           f"64-bit ids; the counter is {applied:,}", flush=True)
     sys.stdout.flush()
     # Poisson(expected): a count this far out would say the cause is another one.
