@@ -71,10 +71,10 @@ def train(config: A3CConfig | None = None, *, workers: int | None = None,
     allow_remote, max_restarts, gpus, gpu_memory_fraction, cluster (a cluster file, or
     "slurm"), tasks, port.
 
-    on_progress: called about every 5 s, in the calling thread, with the run's progress
-    reading (a3c_graph.progress.Totals: global_step, env_steps, episodes, mean_return_100,
-    ...); the same reading is logged to the "a3c_graph" logger at INFO. If it raises, the
-    run is stopped in order and the exception goes on to the caller.
+    on_progress: called about every 5 s and once at the end, in the calling thread, with the
+    run's progress reading (a3c_graph.progress.Totals: global_step, env_steps, episodes,
+    mean_return_100, ...); the same reading is logged to the "a3c_graph" logger at INFO. If
+    it raises, the run is stopped in order and the exception goes on to the caller.
 
     Returns the summary that <logdir>/summary.json holds (env_steps, episodes,
     mean_return_100, solved, stop_reason, wall_seconds, logdir, exit_code 0, ...) once every
@@ -239,6 +239,7 @@ def _supervise_in_own_thread(plan, signals, on_progress) -> tuple[dict, str | No
         raise
     if "error" in result:
         raise result["error"]
+    _report_progress(plan, started, last, on_progress)  # the last reading, even of a short run
     return result["value"]
 
 

@@ -387,7 +387,9 @@ def test_the_launcher_learns_which_arm_pays_from_uint8_images(tmp_path):
     from tests import image_env
 
     logdir = tmp_path / "run"
-    result = run_launcher(*IMAGE_BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path)
+    # The env's module is this repository's tests/ package: importable as a user's own would be.
+    result = run_launcher(*IMAGE_BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path,
+                          PYTHONPATH=str(REPO))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["stop_reason"] == "solved" and summary["mean_return_100"] >= 0.9, summary

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import run_launcher
+from conftest import REPO, run_launcher
 
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_info
@@ -117,7 +117,9 @@ BANDIT_FLAGS = ["--env", "tests.bandit_env:Bandit-v0", "--workers", "1",
 @pytest.mark.e2e
 def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_path):
     logdir = tmp_path / "run"
-    result = run_launcher(*BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path)
+    # The env's module is this repository's tests/ package: importable as a user's own would be.
+    result = run_launcher(*BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path,
+                          PYTHONPATH=str(REPO))
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["stop_reason"] == "max_steps", summary
