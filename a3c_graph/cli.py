@@ -1,6 +1,6 @@
 """What every command line promises its user and its supervisor, written once.
 
-Every entry point (a worker task, the launcher, `devices plan`, evaluate, the benchmark
+Every entry point (a worker task, the launcher, evaluate, the Slurm job's end, the benchmark
 harnesses and the TF2 variants) keeps the same contract. A bad input ends in one line on
 stderr, "PROG: error: MESSAGE", and exit status 2: never argparse's usage block, never a
 traceback, because the launcher relays a task's error line as is and a user reads one line.
@@ -44,8 +44,8 @@ class UsageError(Exception):
 class OneLineParser(argparse.ArgumentParser):
     """argparse whose errors raise UsageError instead of printing the usage block and exiting.
 
-    help_hint: end the message with "(see PROG --help)"; the launcher, `devices plan` and
-    the TF2 variants say it, the worker, evaluate and the harnesses do not.
+    help_hint: end the message with "(see PROG --help)"; the launcher, the Slurm job's end,
+    ps_capacity and the TF2 variants say it, the worker, evaluate and the harnesses do not.
     """
 
     def __init__(self, *args, help_hint: bool = True, **kwargs):
