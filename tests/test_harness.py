@@ -52,11 +52,14 @@ def test_ceiling_runs_follow_each_seed_and_only_they_act_without_learning(tmp_pa
                              ceiling_seconds=30)
     assert [(r.phase, r.variant, r.seed, r.max_seconds) for r in runs] == [
         ("main", "graph", 5, 300), ("main", "tf2_mp", 5, 300),
-        ("ceiling", "graph", 5, 30), ("ceiling", "tf2_mp", 5, 30),
+        ("ceiling", "graph", 5, 30), ("ceiling", "tf2_mp", 5, 30), ("ceiling", "emulator", 5, 30),
         ("main", "graph", 6, 300), ("main", "tf2_mp", 6, 300),
-        ("ceiling", "graph", 6, 30), ("ceiling", "tf2_mp", 6, 30)]
-    commands = [one_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:4]]
-    assert ["--learn=False" in c for c in commands] == [False, False, True, True]
+        ("ceiling", "graph", 6, 30), ("ceiling", "tf2_mp", 6, 30), ("ceiling", "emulator", 6, 30)]
+    commands = [one_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:5]]
+    assert ["--learn=False" in c for c in commands] == [False, False, True, True, True]
+    # The env alone gets the same env flags and as many processes as the runs have workers.
+    assert commands[4][1:3] == ["-m", "benchmarks.variants.emulator"]
+    assert commands[4][commands[4].index("--workers") + 1] == "2"
 
 
 def test_every_variant_has_an_acting_ceiling():
@@ -169,17 +172,66 @@ def test_results_give_the_graph_variants_ratios_and_each_share_of_its_acting_cei
                     "time_to_solve_or_budget": round(20.0 / 305.0, 2)}}
     assert data["ceiling"] == {
         "graph": {"runs": 2, "steps_per_sec": 5000.0, "training_steps_per_sec": 3000.0,
-                  "training_share": 0.6},
+                  "training_share": 0.6, "training_of_emulator": None,
+                  "acting_of_emulator": None},
         "tf2_mp": {"runs": 1, "steps_per_sec": 2000.0, "training_steps_per_sec": 1000.0,
-                   "training_share": 0.5}}
+                   "training_share": 0.5, "training_of_emulator": None,
+                   "acting_of_emulator": None}}
     assert data["medians"]["graph"]["runs"] == 1  # ceiling runs are not training runs
     assert "| tf2_mp | 3.00 | 0.25 | 0.25 |" in markdown
-    assert "| graph | 2 | 5,000 | 3,000 | 60 % |" in markdown
-    assert "| tf2_mp | 1 | 2,000 | 1,000 | 50 % |" in markdown
+    assert "| graph | 2 | 5,000 | 3,000 | 60 % | - | - |" in markdown
+    assert "| tf2_mp | 1 | 2,000 | 1,000 | 50 % | - | - |" in markdown
     plots = report.plot_results(tmp_path, records, variants, 475.0)
     # Ceiling runs are no curves of their own, nor a scaling plot.
     assert [p.name for p in plots] == ["returns.png", "steps_per_sec.png"]
     assert all(colored_pixels(plot) > 100 for plot in plots)  # curves and bars are drawn
+
+
+def test_results_give_each_variants_share_of_the_env_alone_and_its_cpu_per_step(tmp_path):
+    records = [fake_record("graph", "main", 0, 2, 3000.0, None),
+               fake_record("graph", "ceiling", 0, 2, 5000.0, None),
+               fake_record("emulator", "ceiling", 0, 2, 7000.0, None),
+               fake_record("emulator", "ceiling", 1, 2, 9000.0, None)]
+    records[0]["cpu_us_per_step"] = {"ps": 40.0, "workers": 560.0, "other": 0.0, "total": 600.0}
+    records[1]["cpu_us_per_step"] = {"ps": 5.0, "workers": 395.0, "other": 0.0, "total": 400.0}
+    records[2]["cpu_us_per_step"] = {"other": 240.0, "total": 240.0}
+    records[3]["cpu_us_per_step"] = {"other": 200.0, "total": 200.0}
+    settings = {"env": "ALE/Pong-v5", "workers": 2, "seeds": 1, "max_seconds": 300.0,
+                "scaling_seconds": 60.0, "ceiling_seconds": 30.0}
+    markdown = report.write_results(tmp_path, settings, machine_info(), records, ["graph"])
+    data = json.loads((tmp_path / "results.json").read_text())
+    # The env alone: the median of its runs, 8,000; graph trains at 3/8 and acts at 5/8 of it.
+    assert data["ceiling"]["emulator"] == {"runs": 2, "steps_per_sec": 8000.0}
+    assert data["ceiling"]["graph"]["training_of_emulator"] == 0.375
+    assert data["ceiling"]["graph"]["acting_of_emulator"] == 0.625
+    assert "| graph | 1 | 5,000 | 3,000 | 60 % | 38 % | 62 % |" in markdown
+    assert "| emulator (env alone) | 2 | 8,000 | - | - | 100 % | 100 % |" in markdown
+    # CPU per agent step: learning adds training - acting, 600 - 400 us.
+    assert data["cpu_us_per_step"]["graph"]["learning"] == 200.0
+    assert data["cpu_us_per_step"]["emulator"] == {
+        "training": None, "acting": {"other": 220.0, "total": 220.0}, "learning": None}
+    assert "| graph | 600 us | 40 us | 400 us | 200 us |" in markdown
+    assert "| emulator | - | - | 220 us | - |" in markdown
+    plots = report.plot_results(tmp_path, records, ["graph"], None)
+    assert all(colored_pixels(plot) > 100 for plot in plots)
+
+
+def test_cpu_per_step_is_read_off_the_sampled_cpu_between_two_reports():
+    # Two roles sampled at t = 10, 12, 14: the ps uses 0.1 s of CPU per second, the workers
+    # 1.9 s per second; the reports at t = 11 and 13 saw 2,000 env steps between them.
+    timeline = [(10.0, {"ps": 1.0, "workers": 10.0}), (12.0, {"ps": 1.2, "workers": 13.8}),
+                (14.0, {"ps": 1.4, "workers": 17.6})]
+    first, last = {"time": 11.0, "env_steps": 1000}, {"time": 13.0, "env_steps": 3000}
+    # 0.2 s of ps CPU and 3.8 s of workers' over 2,000 steps: 100 and 1,900 us per step.
+    assert one_run.cpu_window(timeline, first, last) == {
+        "ps": 100.0, "workers": 1900.0, "total": 2000.0}
+    # A process seen only from the second sample on counts from zero before it.
+    late = [(10.0, {"ps": 1.0}), (12.0, {"ps": 1.2, "workers": 2.0}),
+            (14.0, {"ps": 1.4, "workers": 4.0})]
+    assert one_run.cpu_window(late, first, last)["workers"] == 1000.0
+    # Reports outside the sampled span, or no steps between them: nothing to tell.
+    assert one_run.cpu_window(timeline, {"time": 9.0, "env_steps": 0}, last) is None
+    assert one_run.cpu_window(timeline, first, {"time": 13.0, "env_steps": 1000}) is None
 
 
 def test_the_median_of_every_seed_gets_a_distribution_free_interval():

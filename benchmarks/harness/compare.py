@@ -16,7 +16,10 @@ change in the machine's load hits every variant alike. A run lasts until it is s
 its --max-seconds are spent. With --ceiling, each seed also gets a run of each variant
 with --learn false (the same processes stepping the envs and running the policy, each
 rollout counted and dropped, nothing learned) for --ceiling-seconds: each variant's acting
-ceiling, which its training throughput is measured against. With --scaling, each variant
+ceiling, which its training throughput is measured against; and a run of the env alone
+(benchmarks.variants.emulator: one process per worker stepping a worker's envs with
+random actions), the machine's limit for the env, which every variant's training and
+acting are measured against too. With --scaling, each variant
 then runs once per worker count with the shorter --scaling-seconds budget. Every run gets
 the same A3C flags.
 
@@ -50,7 +53,15 @@ from a3c_graph.core.config import A3CConfig, add_config_arguments, config_from_a
 from a3c_graph.core.stats import resolve_target_return
 from benchmarks import common
 from benchmarks.harness.machine import machine_info
-from benchmarks.harness.one_run import PROG, REPO, VARIANTS, RunInterrupted, RunSpec, run_one
+from benchmarks.harness.one_run import (
+    EMULATOR,
+    PROG,
+    REPO,
+    VARIANTS,
+    RunInterrupted,
+    RunSpec,
+    run_one,
+)
 from benchmarks.harness.report import fmt, plot_results, write_results
 from benchmarks.variants import tf2_run
 
@@ -59,13 +70,14 @@ def plan_runs(variants: Sequence[str], seeds: int, base_seed: int, workers: int,
               max_seconds: float, scaling: Sequence[int], scaling_seconds: float,
               ceiling_seconds: float | None = None) -> list[RunSpec]:
     """Main runs interleaved seed by seed (with the seed's ceiling runs last when
-    ceiling_seconds is given), then one scaling run per worker count."""
+    ceiling_seconds is given, and after them the env alone, EMULATOR, as many processes
+    as workers), then one scaling run per worker count."""
     runs = []
     for s in range(seeds):
         runs += [RunSpec(v, base_seed + s, workers, max_seconds, "main") for v in variants]
         if ceiling_seconds is not None:
             runs += [RunSpec(v, base_seed + s, workers, ceiling_seconds, "ceiling")
-                     for v in variants]
+                     for v in (*variants, EMULATOR)]
     runs += [RunSpec(v, base_seed, n, scaling_seconds, "scaling")
              for n in scaling for v in variants]
     return runs

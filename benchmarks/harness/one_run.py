@@ -30,6 +30,11 @@ sampled every SAMPLE_SECS:
                       object store count once
   peak_rss_mb         the peak summed RSS, every SAMPLE_SECS, which counts a shared page
                       once per process that maps it (the figure earlier tables reported)
+  cpu_us_per_step     CPU time (user + system) of the whole process tree per agent step,
+                      in microseconds, over the same window as steps_per_sec: "total", and
+                      the graph variant's "ps" and "workers" tasks apart ("other": the
+                      launcher, and every process of the TF2 variants and the emulator).
+                      Read every SAMPLE_SECS, interpolated to the reports' times (cpu_window)
   return_curve        [seconds since launch, env steps, mean return(100)] per report
 
 After the run every process seen in its tree must be gone; leftovers are ended by pid and
@@ -46,7 +51,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +74,11 @@ from benchmarks.common import end_leftovers, process_tree
 PROG = "benchmarks.run"  # the name its warnings carry
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = ("graph", "tf2_mp", "tf2_ray")
+# The env alone (benchmarks.variants.emulator): run beside each seed's acting ceilings.
+EMULATOR = "emulator"
+VARIANT_MODULES = {"tf2_mp": "benchmarks.variants.tf2_multiprocessing",
+                   "tf2_ray": "benchmarks.variants.tf2_ray",
+                   EMULATOR: "benchmarks.variants.emulator"}
 SAMPLE_SECS = 0.5
 # PSS comes from /proc/<pid>/smaps_rollup, a walk of the page tables: about 6 ms per TF
 # process here, 50-70 ms for a Ray run's dozen processes. Sampled this often, it costs the
@@ -85,8 +95,8 @@ RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "max_seconds", "co
                "logdir", "log", "exit_code", "stop_reason", "solved", "steps_per_sec",
                "frame_skip", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
                "time_to_solve_or_budget_s", "startup_s", "stopped_s", "peak_memory_mb",
-               "peak_rss_mb", "final_mean_return_100", "final_env_steps", "episodes",
-               "launched", "training_started", "wall_s", "return_curve", "processes",
+               "peak_rss_mb", "cpu_us_per_step", "final_mean_return_100", "final_env_steps",
+               "episodes", "launched", "training_started", "wall_s", "return_curve", "processes",
                "leftover_processes")
 
 
@@ -114,9 +124,7 @@ def variant_command(spec: RunSpec, config: A3CConfig, logdir: Path,
               *(["--allow-remote"] if allow_remote else []), *config_to_argv(config)]
     if spec.variant == "graph":
         return [str(REPO / "scripts" / "launch_cluster.sh"), "start", *common]
-    module = {"tf2_mp": "benchmarks.variants.tf2_multiprocessing",
-              "tf2_ray": "benchmarks.variants.tf2_ray"}
-    return [sys.executable, "-m", module[spec.variant], *common]
+    return [sys.executable, "-m", VARIANT_MODULES[spec.variant], *common]
 
 
 def child_env() -> dict[str, str]:
@@ -129,8 +137,8 @@ def child_env() -> dict[str, str]:
 
 @dataclass
 class Sampler:
-    """Samples one run's process tree: its memory (RSS, and PSS every PSS_SAMPLE_SECS)
-    and its pids."""
+    """Samples one run's process tree: its memory (RSS, and PSS every PSS_SAMPLE_SECS),
+    its CPU time by role and its pids."""
 
     root_pid: int
     peak_pss: int = 0
@@ -138,6 +146,11 @@ class Sampler:
     last_pss: float = -math.inf  # time.monotonic() of the last PSS sample
     processes: dict[tuple[int, float], psutil.Process] = field(default_factory=dict)
     names: dict[tuple[int, float], str] = field(default_factory=dict)
+    roles: dict[tuple[int, float], str] = field(default_factory=dict)
+    # CPU seconds each process had used when last read: an ended process keeps its last.
+    cpu: dict[tuple[int, float], float] = field(default_factory=dict)
+    # (unix time, {role: CPU seconds of the tree's processes of that role}) per sample.
+    cpu_timeline: list[tuple[float, dict[str, float]]] = field(default_factory=list)
 
     def sample(self) -> None:
         with_pss = time.monotonic() - self.last_pss >= PSS_SAMPLE_SECS
@@ -150,6 +163,9 @@ class Sampler:
                 if key not in self.processes:
                     self.processes[key] = proc
                     self.names[key] = _label(proc)  # while it is alive to tell
+                    self.roles[key] = _role(proc)
+                times = proc.cpu_times()
+                self.cpu[key] = times.user + times.system
                 rss += proc.memory_info().rss
                 if with_pss:
                     pss += proc.memory_full_info().pss
@@ -157,6 +173,34 @@ class Sampler:
                 continue  # ended between listing and reading: nothing to count
         self.peak_rss = max(self.peak_rss, rss)
         self.peak_pss = max(self.peak_pss, pss)
+        by_role: dict[str, float] = {}
+        for key, seconds in self.cpu.items():
+            by_role[self.roles[key]] = by_role.get(self.roles[key], 0.0) + seconds
+        self.cpu_timeline.append((time.time(), by_role))
+
+
+def cpu_window(timeline: Sequence[tuple[float, Mapping[str, float]]], first: Mapping,
+               last: Mapping) -> dict[str, float] | None:
+    """CPU microseconds per env step between two progress reports (their "time" and
+    "env_steps"), per role and in "total": each role's CPU seconds at a report's time are
+    read off the sampled timeline by linear interpolation. None when the timeline does not
+    cover both reports or no env step was made between them."""
+    steps = last["env_steps"] - first["env_steps"]
+    if steps <= 0 or len(timeline) < 2 or not (
+            timeline[0][0] <= first["time"] and last["time"] <= timeline[-1][0]):
+        return None
+    roles = sorted({role for _, by_role in timeline for role in by_role})
+
+    def at(moment: float) -> dict[str, float]:
+        i = next(i for i in range(1, len(timeline)) if timeline[i][0] >= moment)
+        (t0, a), (t1, b) = timeline[i - 1], timeline[i]
+        w = 0.0 if t1 == t0 else (moment - t0) / (t1 - t0)
+        return {r: a.get(r, 0.0) + w * (b.get(r, 0.0) - a.get(r, 0.0)) for r in roles}
+
+    start, end = at(first["time"]), at(last["time"])
+    used = {role: end[role] - start[role] for role in roles}
+    used["total"] = sum(used.values())
+    return {role: round(seconds / steps * 1e6, 1) for role, seconds in used.items()}
 
 
 # --------------------------------------------------------------------------- the record's figures
@@ -255,6 +299,8 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
                  frame_skip: int = 1) -> dict[str, Any]:
     history = read_history(logdir)
     startup, rate = run_timing(history, launched)
+    reports = training_reports([row for row in history
+                                if float(row.get("time") or 0.0) >= launched])
     final = run_totals(read_progress(logdir))
     solved = solve_report(history)
     started = training_started(history)
@@ -279,6 +325,8 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
         "stopped_s": _round(None if stopped is None else stopped - launched, 2),
         "peak_memory_mb": _round(sampler.peak_pss / 2**20),
         "peak_rss_mb": _round(sampler.peak_rss / 2**20),
+        "cpu_us_per_step": cpu_window(sampler.cpu_timeline, reports[0], reports[-1])
+        if len(reports) >= 2 else None,
         "final_mean_return_100": final.mean_return_100 if final else None,
         "final_env_steps": final.env_steps if final else 0,
         "episodes": final.episodes if final else 0,
@@ -301,6 +349,19 @@ def _label(proc: psutil.Process) -> str:
         return argv0 if argv0.startswith("ray::") else proc.name()
     except psutil.Error:
         return "?"
+
+
+def _role(proc: psutil.Process) -> str:
+    """"ps" or "workers" for the graph variant's tasks (their --job), else "other"."""
+    try:
+        argv = proc.cmdline()
+    except psutil.Error:
+        return "other"
+    for job, role in (("ps", "ps"), ("worker", "workers")):
+        if f"--job={job}" in argv or any(a == "--job" and b == job
+                                         for a, b in zip(argv, argv[1:])):
+            return role
+    return "other"
 
 
 def _read_json(path: Path) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c_graph.progress import write_atomic
+from benchmarks.harness.one_run import EMULATOR
 
 MEDIAN_KEYS = ("steps_per_sec", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
                "time_to_solve_or_budget_s", "startup_s", "peak_memory_mb",
@@ -56,17 +57,53 @@ def median_interval(values: Sequence[float | None],
 
 def ceiling_summary(records: Sequence[dict]) -> dict[str, dict[str, Any]] | None:
     """Per variant with ceiling runs: its acting ceiling (median steps/s of its ceiling
-    runs) and the share of it its training runs reach; None without ceiling runs."""
+    runs) and the share of it its training runs reach; with runs of the env alone
+    (EMULATOR), also its training and acting as shares of the env's rate, and the env's
+    own row. None without ceiling runs."""
+    ceiling_runs = [r for r in records if r["phase"] == "ceiling"]
+    emulator = median([r["steps_per_sec"] for r in ceiling_runs if r["variant"] == EMULATOR])
     summary = {}
-    for variant in dict.fromkeys(r["variant"] for r in records if r["phase"] == "ceiling"):
-        runs = [r for r in records if r["phase"] == "ceiling" and r["variant"] == variant]
+    for variant in dict.fromkeys(r["variant"] for r in ceiling_runs):
+        runs = [r for r in ceiling_runs if r["variant"] == variant]
         ceiling = median([r["steps_per_sec"] for r in runs])
+        if variant == EMULATOR:
+            summary[variant] = {"runs": len(runs), "steps_per_sec": ceiling}
+            continue
         training = median([r["steps_per_sec"] for r in records
                             if r["phase"] == "main" and r["variant"] == variant])
-        share = None if not (ceiling and training) else round(training / ceiling, 3)
         summary[variant] = {"runs": len(runs), "steps_per_sec": ceiling,
-                            "training_steps_per_sec": training, "training_share": share}
+                            "training_steps_per_sec": training,
+                            "training_share": share(training, ceiling),
+                            "training_of_emulator": share(training, emulator),
+                            "acting_of_emulator": share(ceiling, emulator)}
     return summary or None
+
+
+def share(part: float | None, whole: float | None) -> float | None:
+    """part / whole to 0.001, None unless both are known and whole is not zero."""
+    return None if not (part and whole) else round(part / whole, 3)
+
+
+def cpu_summary(records: Sequence[dict]) -> dict[str, dict[str, Any]]:
+    """Per variant, the medians of its runs' CPU microseconds per agent step
+    (one_run's cpu_us_per_step) by role: "training" over its main runs, "acting" over
+    its ceiling runs (the env alone has only those), and training minus acting, what
+    learning adds to each step."""
+    summary: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r["phase"] in ("main", "ceiling") and r.get("cpu_us_per_step"):
+            summary.setdefault(r["variant"], {})
+    for variant, row in summary.items():
+        for phase, name in (("main", "training"), ("ceiling", "acting")):
+            runs = [r["cpu_us_per_step"] for r in records if r["variant"] == variant
+                    and r["phase"] == phase and r.get("cpu_us_per_step")]
+            roles = sorted({role for run in runs for role in run})
+            row[name] = {role: median([run.get(role) for run in runs])
+                         for role in roles} if runs else None
+        both = row["training"] and row["acting"]
+        row["learning"] = round(row["training"]["total"] - row["acting"]["total"], 1) \
+            if both else None
+    return summary
 
 
 def ratios(summary: dict[str, dict]) -> dict[str, dict[str, float | None]]:
@@ -151,9 +188,10 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
     summary = summarize(records, variants)
     scaling = scaling_table(records)
     ceiling = ceiling_summary(records)
+    cpu = cpu_summary(records)
     versus = ratios(summary)
     data = {"settings": settings, "machine": machine, "medians": summary,
-            "graph_versus": versus, "ceiling": ceiling,
+            "graph_versus": versus, "ceiling": ceiling, "cpu_us_per_step": cpu,
             "scaling": {v: {str(n): s for n, s in row.items()} for v, row in scaling.items()},
             "records": list(records)}
     write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
@@ -183,17 +221,9 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
                  for variant, r in versus.items()]
         text += [""]
     if ceiling:
-        text += [f"Acting ceilings (--learn false, {settings['workers']} worker(s), runs of "
-                 f"{settings['ceiling_seconds']:g} s), and the share of its own ceiling "
-                 "each variant's training reaches:", "",
-                 "| variant | ceiling runs | acting ceiling, steps/s | training, steps/s "
-                 "| share |", "|---|---:|---:|---:|---:|"]
-        for variant, c in ceiling.items():
-            share = c["training_share"]
-            text.append(f"| {variant} | {c['runs']} | {fmt(c['steps_per_sec'])} "
-                        f"| {fmt(c['training_steps_per_sec'])} "
-                        f"| {fmt(None if share is None else 100 * share, ' %')} |")
-        text.append("")
+        text += ceiling_markdown(ceiling, settings)
+    if cpu:
+        text += cpu_markdown(cpu)
     if scaling:
         text += [f"## steps/s vs workers ({settings['scaling_seconds']:g} s budget or until "
                  "solved)", "", scaling_markdown(scaling), ""]
@@ -203,6 +233,51 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
     markdown = "\n".join(text)
     write_atomic(out / "results.md", markdown)
     return markdown
+
+
+def ceiling_markdown(ceiling: dict[str, dict[str, Any]], settings: dict) -> list[str]:
+    """The acting ceilings' table, with each variant's shares of the env alone's rate."""
+    def percent(value: float | None) -> str:
+        return fmt(None if value is None else 100 * value, " %")
+
+    emulator = ceiling.get(EMULATOR)
+    lines = [f"Acting ceilings (--learn false, {settings['workers']} worker(s), runs of "
+             f"{settings['ceiling_seconds']:g} s), the share of its own ceiling each "
+             "variant's training reaches"
+             + (f", and both as shares of the env alone ({EMULATOR}: "
+                f"{settings['workers']} process(es) stepping a worker's envs with random "
+                "actions, nothing else)" if emulator else "") + ":", "",
+             "| variant | ceiling runs | acting ceiling, steps/s | training, steps/s "
+             "| share | training / env alone | acting / env alone |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for variant, c in ceiling.items():
+        if variant == EMULATOR:
+            continue
+        lines.append(f"| {variant} | {c['runs']} | {fmt(c['steps_per_sec'])} "
+                     f"| {fmt(c['training_steps_per_sec'])} | {percent(c['training_share'])} "
+                     f"| {percent(c['training_of_emulator'])} "
+                     f"| {percent(c['acting_of_emulator'])} |")
+    if emulator:
+        lines.append(f"| {EMULATOR} (env alone) | {emulator['runs']} "
+                     f"| {fmt(emulator['steps_per_sec'])} | - | - | 100 % | 100 % |")
+    return lines + [""]
+
+
+def cpu_markdown(cpu: dict[str, dict[str, Any]]) -> list[str]:
+    """CPU microseconds per agent step: training, of it the ps, acting only, and what
+    learning adds."""
+    def role(row: dict | None, name: str) -> str:
+        return fmt(None if row is None else row.get(name), " us", 0)
+
+    lines = ["CPU time per agent step (user + system of every process of the run, over the "
+             "same window as its steps/s; medians): what two cores' worth of steps/s costs.",
+             "", "| variant | training | of which the ps | acting only "
+             "| learning (training - acting) |", "|---|---:|---:|---:|---:|"]
+    for variant, row in cpu.items():
+        lines.append(f"| {variant} | {role(row['training'], 'total')} "
+                     f"| {role(row['training'], 'ps')} | {role(row['acting'], 'total')} "
+                     f"| {fmt(row['learning'], ' us')} |")
+    return lines + [""]
 
 
 def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
@@ -249,6 +324,10 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
             ax.hlines(level, i - 0.4, i + 0.4, color="gray", linestyle="--", linewidth=1,
                       label=label)
             label = None  # one legend entry for them all
+    emulator = ((ceiling or {}).get(EMULATOR) or {}).get("steps_per_sec")
+    if emulator:
+        ax.axhline(emulator, color="black", linestyle=":", linewidth=1,
+                   label=f"the env alone ({EMULATOR})")
     if ceiling:
         ax.legend(loc="lower right", fontsize="small")
     ax.set_xticks(range(len(variants)), variants)

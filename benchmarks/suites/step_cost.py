@@ -1,9 +1,10 @@
 """Where an acting step goes: microseconds per step of B envs, one process, one thread.
 
     python -m benchmarks.step_cost [--env CartPole-v1] [--envs 8 32] [--rollouts 150]
-        [--allow-remote]
+        [--rollout-length T] [--allow-remote]
 
-For each B, times T-step rollouts (T = the cartpole preset's 32) of:
+For each B, times T-step rollouts (T: --rollout-length, by default 32, the cartpole
+preset's) of:
   env only          EnvBatch.step in a Python loop (Gymnasium's SyncVectorEnv), random actions
   numpy_function    the graph loop with the env step through tf.numpy_function, no policy
   policy only       the graph loop with the policy network and sampling, no env
@@ -40,18 +41,11 @@ import numpy as np
 from benchmarks import common
 
 PROG = "benchmarks.step_cost"
-T = 32
+DEFAULT_T = 32
 
 
-def _per_step(run, rollouts: int) -> float:
-    run()  # warm-up: traces, first session.run
-    start = time.perf_counter()
-    for _ in range(rollouts):
-        run()
-    return (time.perf_counter() - start) / (rollouts * T) * 1e6
-
-
-def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
+def measure(env_id: str, B: int, rollouts: int, T: int = DEFAULT_T) -> dict[str, float]:
+    """Microseconds per step of B envs of each row of the module docstring."""
     import tensorflow as tf
 
     from a3c_graph.core.config import resolve_config
@@ -61,6 +55,14 @@ def measure(env_id: str, B: int, rollouts: int) -> dict[str, float]:
     from benchmarks.variants import tf2_common
 
     tf1 = tf.compat.v1
+
+    def _per_step(run, rollouts: int) -> float:
+        run()  # warm-up: traces, first session.run
+        start = time.perf_counter()
+        for _ in range(rollouts):
+            run()
+        return (time.perf_counter() - start) / (rollouts * T) * 1e6
+
     # The env's preset (atari: the 42x42 frames and the cnn of ALE ids), B envs, T steps.
     config = resolve_config({"env": env_id, "envs_per_worker": B, "rollout_length": T})
     batch = EnvBatch(env_id, B, seed=0, **env_options(config))
@@ -166,24 +168,27 @@ def main(argv=None) -> int:
                         help="Values of B (envs per actor) to measure (default: 8 32).")
     parser.add_argument("--rollouts", type=int, default=150,
                         help="Timed rollouts per measurement (default: 150).")
+    parser.add_argument("--rollout-length", type=int, default=DEFAULT_T, metavar="T",
+                        help=f"Steps per rollout (default: {DEFAULT_T}).")
     parser.add_argument("--json", action="store_true",
                         help="Measure the one B given and print its costs as JSON.")
     common.add_allow_remote_argument(parser)
     args = parser.parse_args(argv)
     common.enter_private_network(PROG, args.allow_remote)
     if args.json:
-        print(json.dumps(measure(args.env, args.envs[0], args.rollouts)))
+        print(json.dumps(measure(args.env, args.envs[0], args.rollouts, args.rollout_length)))
         return 0
     # One process per B: eager execution (the TF2 loop) can only be turned off once.
     rows = {}
     for B in args.envs:
         child = subprocess.run([sys.executable, "-m", PROG, "--json", "--env", args.env,
                                 "--envs", str(B), "--rollouts", str(args.rollouts),
+                                "--rollout-length", str(args.rollout_length),
                                 *(["--allow-remote"] if args.allow_remote else [])],
                                capture_output=True, text=True, check=True)
         rows[B] = json.loads(child.stdout.strip().splitlines()[-1])
     names = list(next(iter(rows.values())))
-    print(f"us per step of B envs ({args.env}, T = {T}, one process)\n")
+    print(f"us per step of B envs ({args.env}, T = {args.rollout_length}, one process)\n")
     print("| B | " + " | ".join(names) + " |")
     print("|---:|" + "---:|" * len(names))
     for B, costs in rows.items():

@@ -69,9 +69,10 @@ class VariantRun:
     allow_remote: bool = False  # on the host network (common.enter_private_network)
 
 
-def parse_variant_args(prog: str, description: str,
-                       argv: Sequence[str] | None = None) -> VariantRun:
-    """The variant's flags: --workers, --logdir, --gpus and every A3CConfig flag.
+def parse_variant_args(prog: str, description: str, argv: Sequence[str] | None = None,
+                       tf2: bool = True) -> VariantRun:
+    """The variant's flags: --workers, --logdir, --gpus and every A3CConfig flag; with
+    `tf2`, those the TF2 variants refuse fail here (check_tf2_config).
 
     A bad flag ends in one line on stderr and exit status 2, as with launch_cluster.sh.
     """
@@ -91,7 +92,8 @@ def parse_variant_args(prog: str, description: str,
             raise ValueError(f"--workers must be at least 1, got {args.workers}")
         config = config_from_args(args)
         config = dataclasses.replace(config, target_return=resolve_target_return(config))
-        check_tf2_config(config)
+        if tf2:
+            check_tf2_config(config)
         gpus = visible_device_entries(prog, args.gpus)
     except (ValueError, UsageError) as error:  # devices.DeviceError is a ValueError
         sys.exit(fail(prog, error))
