@@ -192,7 +192,7 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
                 obs, _ = env.reset(seed=seed + episode)
             except gym.error.DependencyNotInstalled as error:  # rendering, e.g. pygame
                 raise UsageError(f"--record cannot render {config.env}: {error}") from None
-            total, done = 0.0, False
+            total, steps, done = 0.0, 0, False
             if network.recurrent:
                 state = np.zeros([1, *network.state_shape], np.float32)
             while not done:
@@ -204,9 +204,13 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
                     a = session.run(action, {obs_ph: np.asarray(obs)[None]})[0]
                 obs, reward, terminated, truncated, _ = env.step(int(a))
                 total += float(reward)
+                steps += 1
                 done = terminated or truncated
             returns.append(total)
-            say(f"{label}episode {episode + 1}/{episodes}: return {total:.1f}")
+            # A greedy policy in a deterministic env can repeat one rally until the time limit.
+            cut_off = ", cut off by the env's time limit" if truncated and not terminated else ""
+            say(f"{label}episode {episode + 1}/{episodes}: return {total:.1f} in {steps:,} "
+                f"steps{cut_off}")
     env.close()
     if video_dir and gif_seconds:
         mp4 = os.path.join(video_dir, f"{name_prefix}-episode-0.mp4")
