@@ -17,19 +17,10 @@ from conftest import REPO, run_to_end
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.progress import read_history
 from benchmarks.harness import one_run
+from tests.benchmark_helpers import gone
 
 PROG = [sys.executable, "-m", "benchmarks.variants.emulator"]
 ENVS = 4
-
-
-def _gone(processes: list[dict]) -> bool:
-    for p in processes:
-        try:
-            if psutil.Process(p["pid"]).create_time() == p["create_time"]:
-                return False
-        except psutil.NoSuchProcess:
-            continue
-    return True
 
 
 @pytest.mark.e2e
@@ -49,7 +40,8 @@ def test_the_harness_times_the_env_alone_on_its_one_clock(tmp_path):
     assert final["env_steps"] > 0 and final["env_steps"] % ENVS == 0
     # Two env processes under the one the harness started; all gone now.
     assert len(record["processes"]) >= 3
-    assert record["leftover_processes"] == [] and _gone(record["processes"])
+    assert record["leftover_processes"] == []
+    assert all(gone(p["pid"], p["create_time"]) for p in record["processes"])
 
 
 @pytest.mark.e2e
@@ -63,7 +55,8 @@ def test_a_signal_stops_it_with_its_report_and_its_processes(tmp_path):
         while not any(row["state"] == "running" for row in read_history(tmp_path)):
             assert time.monotonic() < deadline and process.poll() is None, process.stderr
             time.sleep(0.2)
-        children = psutil.Process(process.pid).children(recursive=True)
+        children = [(child.pid, child.create_time())
+                    for child in psutil.Process(process.pid).children(recursive=True)]
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
     finally:
@@ -75,7 +68,7 @@ def test_a_signal_stops_it_with_its_report_and_its_processes(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["exit_code"] == 143 and summary["env_steps"] == final["env_steps"] > 0
     assert len(children) >= 2
-    assert not any(child.is_running() for child in children)
+    assert all(gone(pid, created) for pid, created in children)
 
 
 def test_a_bad_flag_ends_in_one_line(tmp_path):

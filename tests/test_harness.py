@@ -18,7 +18,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 from conftest import REPO, colored_pixels, run_to_end
 
@@ -27,7 +26,7 @@ from a3c_graph.progress import read_history
 from benchmarks.harness import compare, one_run, report
 from benchmarks.harness.machine import machine_info
 from benchmarks.variants import tf2_run
-from tests.benchmark_helpers import HAS_RAY, PONG, needs_ale
+from tests.benchmark_helpers import HAS_RAY, PONG, gone, needs_ale
 
 SMOKE_FLAGS = ["--seeds", "1", "--workers", "1", "--max-seconds", "6", "--progress-secs", "1",
                "--rollout-length", "16", "--envs-per-worker", "4"]
@@ -341,15 +340,6 @@ def assert_the_one_clock(record: dict) -> None:
     assert 0 < record["peak_memory_mb"] <= record["peak_rss_mb"]
 
 
-def _gone(pid: int, create_time: float) -> bool:
-    try:
-        proc = psutil.Process(pid)
-        return (abs(proc.create_time() - create_time) > 0.01
-                or proc.status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
-
-
 @pytest.mark.e2e
 @pytest.mark.parametrize("variant", [
     "graph",
@@ -389,7 +379,7 @@ def test_harness_smoke_run(tmp_path, variant):
     # Nothing the run started is left: the harness checked, and so do we.
     assert record["leftover_processes"] == []
     assert len(record["processes"]) >= 2
-    assert all(_gone(p["pid"], p["create_time"]) for p in record["processes"])
+    assert all(gone(p["pid"], p["create_time"]) for p in record["processes"])
 
 
 @pytest.mark.e2e

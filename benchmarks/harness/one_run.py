@@ -251,6 +251,9 @@ def run_one(spec: RunSpec, config: A3CConfig, out: Path,
         if popen.poll() is None:
             _stop_run(popen, sampler)
     ended = time.time()
+    # A last point of the CPU timeline after the exit, so it covers the final report; the
+    # CPU used between the last sample and each process's exit is not counted.
+    sampler.sample()
     leftovers = end_leftovers(sampler.processes.values(), LEFTOVER_TIMEOUT_SECS)
     record = build_record(spec, command, logdir, log_path, popen.returncode, launched, ended,
                           sampler, leftovers, stop_reason, frame_skip(config))

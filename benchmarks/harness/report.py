@@ -269,8 +269,9 @@ def cpu_markdown(cpu: dict[str, dict[str, Any]]) -> list[str]:
     def role(row: dict | None, name: str) -> str:
         return fmt(None if row is None else row.get(name), " us", 0)
 
-    lines = ["CPU time per agent step (user + system of every process of the run, over the "
-             "same window as its steps/s; medians): what two cores' worth of steps/s costs.",
+    lines = ["CPU time per agent step (user + system of every process of the run over the "
+             "same window as its steps/s, medians): with C cores kept busy, C x 10^6 / this "
+             "is the steps/s a run can reach.",
              "", "| variant | training | of which the ps | acting only "
              "| learning (training - acting) |", "|---|---:|---:|---:|---:|"]
     for variant, row in cpu.items():
