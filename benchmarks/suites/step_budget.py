@@ -64,7 +64,7 @@ def budget_rows(cost: dict[str, float], B: int, training: dict, acting: dict,
     learner_rest = training["total"] - acting["total"] - per["learner"]
     total = training["total"]
     return [
-        ("acting", "env (emulator and EnvBatch)", per["env only"]),
+        ("acting", "env (EnvBatch.step; for ALE ids the emulator)", per["env only"]),
         ("acting", "numpy_function boundary", per["numpy_function"] - per["env only"]),
         ("acting", "policy: forward pass and sampling", per["policy only"]),
         ("acting", "the rollout's loop and recorder",
