@@ -13,8 +13,10 @@ joined with nsenter. On the host network a task refuses to start without --allow
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import itertools
+import json
 import os
 import pickle
 import re
@@ -151,6 +153,27 @@ def run_cleanup():
     yield logdirs.append
     for logdir in logdirs:
         stop_run(logdir)
+
+
+def untrained_run(logdir: Path) -> None:
+    """A CartPole run dir a3c_graph.evaluate can play: config.json and a checkpoint of an
+    untrained network (8 hidden units)."""
+    import tensorflow as tf
+
+    from a3c_graph.core.config import A3CConfig
+    from a3c_graph.core.envs import env_info
+    from a3c_graph.core.model import build_network
+
+    config = A3CConfig(hidden_sizes=(8,))
+    info = env_info(config.env)
+    logdir.mkdir()
+    (logdir / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
+    with tf.Graph().as_default():
+        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        saver = tf.compat.v1.train.Saver(var_list=network.variables)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            saver.save(session, str(logdir / "model.ckpt"), global_step=0)
 
 
 def colored_pixels(png: Path) -> int:

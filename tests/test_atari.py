@@ -207,31 +207,32 @@ def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tm
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3600)
-def test_pong_on_the_a3c_protocol_reaches_18_and_its_checkpoint_wins_its_games(tmp_path):
-    """The headline run (README, Pong): the launcher's command on the A3C anchors' protocol
-    (no sticky actions) reaches a mean return(100) of 18 within 45 minutes of training and
-    stops there by itself; the final checkpoint then wins each of 10 evaluation games with
-    sampled actions, by 15 points on average. 24-35 minutes on an idle 2-core machine.
+@pytest.mark.timeout(11_400)
+def test_pong_on_the_a3c_protocol_reaches_18_and_its_final_checkpoint_wins(tmp_path):
+    """The headline run (README, Pong) as the learning suite runs each seed: the launcher's
+    command on the A3C anchors' protocol (no sticky actions), its budget the atari preset's
+    10M agent steps (40M frames: the learning rate's anneal) so that the machine's speed does
+    not decide the verdict (--max-seconds 10800 only backs it up; about 48 minutes on an idle
+    2-core machine). Its mean return(100) reaches 18 within the budget, and the final
+    checkpoint wins each of 10 games played with sampled actions (as in training), by 17
+    points on average (on 2026-11-26 three seeds at the budget's end played 18.8, 19.2 and
+    18.1 sampled, every game won).
 
-    Sampled, not greedy: on 2026-11-26 the three seeds' final checkpoints played 17.4, 16.4
-    and 17.9 sampled, every game won, while one of them played 11.9 greedy (four games lost
-    20-21 the same way each time; docs/learning.md), so a greedy bar of 18 would fail a good
-    commit one time in three."""
-    logdir = tmp_path / "pong"
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    result = run_launcher("--env", PONG, "--repeat-action-probability", "0",
-                          "--max-seconds", "2700", logdir=logdir, timeout=None, cwd=tmp_path)
+    Sampled, not greedy: a greedy policy on this deterministic protocol plays one of a few
+    fixed games depending on the evaluation's no-op start and may repeat a losing rally in
+    each (the same day, seed 1 at 45 minutes: 17.5 greedy, four games of 13; docs/learning.md)."""
+    out = tmp_path / "learning"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.learning", "--tasks", "pong-deterministic",
+         "--seeds", "1", "--max-seconds", "10800", "--out", str(out)],
+        capture_output=True, text=True, cwd=REPO,
+        env={**{k: v for k, v in os.environ.items() if k != "TF_CONFIG"},
+             "PYTHONPATH": str(REPO)})
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((logdir / "summary.json").read_text())
-    assert summary["solved"] and summary["stop_reason"] == "solved", summary
-    assert summary["mean_return_100"] >= 18.0
-    assert summary["frames"] == 4 * summary["env_steps"]
-
-    played = subprocess.run(
-        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "10",
-         "--sample"],
-        capture_output=True, text=True, cwd=REPO, env={**env, "PYTHONPATH": str(REPO)})
-    assert played.returncode == 0, played.stderr[-2000:]
-    evaluation = json.loads(played.stdout.strip().splitlines()[-1])
-    assert evaluation["min_return"] > 0 and evaluation["mean_return"] >= 15.0, evaluation
+    record = json.loads((out / "results.json").read_text())["records"][0]
+    assert record["stop_reason"] == "max_steps", record["stop_reason"]
+    assert record["reached"], record["best_mean_return_100"]
+    assert record["frames_to_target"] == 4 * record["env_steps_to_target"]
+    played = record["evaluation"]["sampled"]
+    assert played["episodes"] == 10, played
+    assert played["min_return"] > 0 and played["mean_return"] >= 17.0, played

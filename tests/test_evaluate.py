@@ -8,42 +8,21 @@ refused in one line: those cases are in test_checkpoints.py, next to the checks 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from pathlib import Path
 
 import pytest
+from conftest import untrained_run
 
 from a3c_graph.devices import CUDA_ENV, FAKE_GPUS_ENV
-
-
-def write_run(logdir: Path) -> None:
-    """A run dir evaluate.py can read: config.json and a checkpoint of an untrained network."""
-    import tensorflow as tf
-
-    from a3c_graph.core.config import A3CConfig
-    from a3c_graph.core.envs import env_info
-    from a3c_graph.core.model import build_network
-
-    config = A3CConfig(hidden_sizes=(8,))
-    info = env_info(config.env)
-    logdir.mkdir()
-    (logdir / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
-    with tf.Graph().as_default():
-        network = build_network(info.obs_shape, info.num_actions, config, "global")
-        saver = tf.compat.v1.train.Saver(var_list=network.variables)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            saver.save(session, str(logdir / "model.ckpt"), global_step=0)
 
 
 def test_evaluate_plays_several_graphs_in_one_process_each_on_its_own_device(tmp_path, capsys):
     from a3c_graph import evaluation
 
     first, second = tmp_path / "a", tmp_path / "b"
-    write_run(first)
-    write_run(second)
+    untrained_run(first)
+    untrained_run(second)
     code = evaluation.main(["--logdir", str(first), "--logdir", str(second), "--copies", "2",
                             "--devices", "cpu:0,cpu:1,cpu:2", "--episodes", "1"])
     out = capsys.readouterr().out.splitlines()

@@ -4,18 +4,21 @@ checks the history files they are drawn from."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import colored_pixels
+from conftest import colored_pixels, untrained_run
 
 from benchmarks.suites import learning
 from benchmarks.suites.learning import TASKS, Curve, judge, median_curve
 
 REPO = Path(__file__).resolve().parents[1]
+MACHINE = {"cpu_count": 2, "memory_gb": 24, "load_average_at_start": [0, 0, 0],
+           "python": "3.11", "versions": {"tensorflow": "2.21.0"}}
 
 
 def _row(time, env_steps, mean, lowest=None, episodes=500, entropy=0.5):
@@ -83,9 +86,7 @@ def test_the_table_reports_seeds_reaching_the_target_and_the_stability_verdicts(
                         "wall_s": 60.0, "steps_per_sec": 20000.0,
                         **judge(curve, TASKS["cartpole-stability"])})
     settings = {"tasks": ["cartpole-stability"], "seeds": 2, "workers": 2, "a3c_flags": []}
-    machine = {"cpu_count": 2, "memory_gb": 24, "load_average_at_start": [0, 0, 0],
-               "python": "3.11", "versions": {"tensorflow": "2.21.0"}}
-    text = learning.write_results(tmp_path, settings, machine, records,
+    text = learning.write_results(tmp_path, settings, MACHINE, records,
                                   [TASKS["cartpole-stability"]])
     assert "| cartpole-stability | CartPole-v1 | 475 | 1/2 |" in text
     assert "| cartpole-stability | 0 | 1.0 | 480.0 | 0.0 |" in text
@@ -112,3 +113,37 @@ def test_bad_suite_flags_are_one_line_exit_2_and_write_nothing(argv, message, tm
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert not out.exists()
+
+
+def test_the_final_checkpoint_is_played_greedy_and_sampled_and_reported(tmp_path):
+    logdir = tmp_path / "runs" / "cartpole-graph-w2-seed0"
+    logdir.parent.mkdir()
+    untrained_run(logdir)
+    played = learning.evaluate_final_checkpoint(logdir, 2, tmp_path / "evaluations")
+    for mode in ("greedy", "sampled"):
+        result = played[mode]
+        assert result["episodes"] == 2 and result["checkpoint"] == "model.ckpt-0", result
+        assert 1 <= result["min_return"] <= result["mean_return"] <= result["max_return"]
+        printout = (tmp_path / result["printout"]).read_text()
+        assert "episode 2/2: return" in printout
+    curve = _stability_curve([100, 480, 500])
+    record = {"task": "cartpole", "env": "CartPole-v1", "seed": 0, "target": 475.0,
+              "floor": None, "curve": curve.__dict__, "wall_s": 60.0,
+              "steps_per_sec": 20000.0, "evaluation": played,
+              **judge(curve, TASKS["cartpole"])}
+    task = dataclasses.replace(TASKS["cartpole"], evaluation_games=2)
+    text = learning.write_results(tmp_path, {"workers": 2, "seeds": 1, "a3c_flags": []},
+                                  MACHINE, [record], [task])
+    greedy, sampled = played["greedy"], played["sampled"]
+    assert (f"| {greedy['mean_return']:.1f} ({greedy['min_return']:g} to "
+            f"{greedy['max_return']:g}) / {sampled['mean_return']:.1f} (") in text
+    summary = json.loads((tmp_path / "results.json").read_text())["summary"]["cartpole"]
+    assert summary["median_sampled_evaluation"] == sampled["mean_return"]
+
+
+def test_a_final_checkpoint_that_cannot_be_played_is_an_error_in_the_record(tmp_path):
+    logdir = tmp_path / "empty-run"
+    logdir.mkdir()
+    played = learning.evaluate_final_checkpoint(logdir, 2, tmp_path / "evaluations")
+    assert set(played) == {"greedy", "sampled"}
+    assert all("config.json" in result["error"] for result in played.values()), played
