@@ -58,7 +58,7 @@ from a3c_graph.core.envs import env_info, env_options
 from a3c_graph.core.stats import RECENT_EPISODES, resolve_target_return
 from a3c_graph.progress import read_history, write_atomic
 from benchmarks.harness.machine import machine_info
-from benchmarks.harness.one_run import REPO, RunInterrupted, RunSpec, run_one
+from benchmarks.harness.one_run import REPO, RunInterrupted, RunSpec, child_env, run_one
 from benchmarks.harness.report import median
 
 PROG = "benchmarks.learning"
@@ -99,7 +99,7 @@ TASKS = {task.name: task for task in (
     # The A3C paper's and universe-starter-agent's Pong: deterministic, frame skip 4. Trained
     # for the whole budget, not stopped at 18: the first reading of 18 is the luckiest
     # 100-game window of a policy still improving, whose own games average less (2026-11-26:
-    # checkpoints taken there played 16.4-17.9 sampled); the budget's end plays 19-20.
+    # checkpoints taken there played 16.4-17.9 sampled); the budget's end 18.1-19.6.
     Task("pong-deterministic", {"env": "ALE/Pong-v5", "repeat_action_probability": 0.0,
                                 "max_seconds": 2700.0, "target_return": math.inf}, 18.0,
          default=False, evaluation_games=10),
@@ -200,7 +200,7 @@ def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path) -> dict[st
     summary line of a3c_graph.evaluate (mean_return, min_return, max_return, checkpoint), or
     {"error": its last line on stderr}. The printouts go to <folder>/<run>-<mode>.txt."""
     folder.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env = child_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     played = {}
     for mode, flags in (("greedy", []), ("sampled", ["--sample"])):
@@ -338,7 +338,8 @@ def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
                      f"{_fmt(r['final_mean_return_100'])} | {_fmt(frames)} | "
                      f"{_fmt(r['steps_per_sec'], 0)} | {_fmt(r['wall_s'] / 60)} | "
                      f"{_evaluation_cell(r)} |")
-    games = {r["evaluation"]["greedy"].get("episodes") for r in records if r.get("evaluation")}
+    games = {played["episodes"] for r in records for played in (r.get("evaluation") or {}).values()
+             if "episodes" in played}
     if games:
         lines += ["", f"The final checkpoint: its mean return over {', '.join(map(str, games))} "
                   "games of `a3c_graph.evaluate` with greedy actions / with sampled actions "
