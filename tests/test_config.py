@@ -179,8 +179,21 @@ def test_atari_preset_can_be_asked_for_on_any_env_and_cartpole_preset_on_atari()
     assert pong.hidden_sizes == (64, 64) and pong.learning_rate == 3e-3
 
 
+def test_atari_preset_trains_each_protocol_for_its_own_budget():
+    # ALE v5 (sticky actions, the default): 50M frames; the A3C protocol: 40M frames.
+    assert parse(["--env", "ALE/Pong-v5"]).max_steps == 12_500_000
+    a3c = parse(["--env", "ALE/Pong-v5", "--repeat-action-probability", "0"])
+    assert a3c.max_steps == 10_000_000
+    assert a3c.learning_rate_at(5_000_000) == pytest.approx(a3c.learning_rate / 2)
+    given = parse(["--env", "ALE/Pong-v5", "--repeat-action-probability", "0",
+                   "--max-steps", "12500000"])
+    assert given.max_steps == 12_500_000  # a given budget is the user's
+
+
 @pytest.mark.parametrize("argv", [
     ["--env", "ALE/Pong-v5"],
+    ["--env", "ALE/Pong-v5", "--repeat-action-probability", "0"],
+    ["--env", "ALE/Pong-v5", "--repeat-action-probability", "0", "--max-steps", "12500000"],
     # A given value that equals the cartpole default must still reach the tasks.
     ["--env", "ALE/Pong-v5", "--learning-rate", "1e-3", "--hidden-sizes", "64,64",
      "--normalize-advantages", "true"],

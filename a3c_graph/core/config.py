@@ -178,7 +178,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "adam_epsilon": 1e-5,
         "hidden_sizes": (256,),
         "lstm_size": 256,
-        "max_steps": 10_000_000,
         "grad_clip_norm": 0.5,
         "max_seconds": 86_400.0,
         "checkpoint_secs": 120.0,
@@ -206,6 +205,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 # ALE specs have no reward_threshold: the atari preset's --target-return per game.
 ATARI_TARGET_RETURNS = {"Pong": 18.0}
+# The atari preset's --max-steps is its protocol's budget, over which the learning rate
+# anneals: with sticky actions (ALE v5; Machado et al. 2018 report at 10M, 50M, 100M and 200M
+# frames) 50M frames, about the hour of the Pong goal on two cores; without them (the A3C
+# paper's protocol) 40M frames, twice what Pong takes. Why: docs/learning.md.
+ATARI_MAX_STEPS = {"sticky actions": 12_500_000, "no sticky actions": 10_000_000}
 
 
 def is_atari(env_id: str) -> bool:
@@ -229,8 +233,11 @@ def resolve_preset(preset: str, env: str) -> str:
     return "minatar" if is_minatar(env) else "cartpole"
 
 
-def preset_values(preset: str, env: str) -> dict[str, Any]:
-    """Every field but env and preset, as the preset (resolved for `env`) sets it."""
+def preset_values(preset: str, env: str,
+                  repeat_action_probability: float | None = None) -> dict[str, Any]:
+    """Every field but env and preset, as the preset (resolved for `env`) sets it; the
+    atari preset's budget also depends on the sticky actions (`repeat_action_probability`,
+    None: the default's)."""
     name = resolve_preset(preset, env)
     if name not in PRESETS:
         raise ValueError(f"--preset must be one of {', '.join(PRESET_CHOICES)}, got {preset!r}")
@@ -240,6 +247,10 @@ def preset_values(preset: str, env: str) -> dict[str, Any]:
     if name == "atari":
         game = env.split("/", 1)[-1].split("-", 1)[0]  # "ALE/Pong-v5" -> "Pong"
         values["target_return"] = ATARI_TARGET_RETURNS.get(game)
+        if repeat_action_probability is None:
+            repeat_action_probability = values["repeat_action_probability"]
+        values["max_steps"] = ATARI_MAX_STEPS[
+            "sticky actions" if repeat_action_probability > 0 else "no sticky actions"]
     return values
 
 
@@ -248,7 +259,8 @@ def resolve_config(given: Mapping[str, Any]) -> A3CConfig:
     defaults = A3CConfig()
     preset = given.get("preset", defaults.preset)
     env = given.get("env", defaults.env)
-    config = A3CConfig(**{**preset_values(preset, env), **given})
+    values = preset_values(preset, env, given.get("repeat_action_probability"))
+    config = A3CConfig(**{**values, **given})
     config.validate()
     return config
 
@@ -296,6 +308,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         elif f.name == "target_return":
             help_text += " [atari preset: " + ", ".join(
                 f"{v:g} for {game}" for game, v in ATARI_TARGET_RETURNS.items()) + "]"
+        if f.name == "max_steps":
+            help_text += " [atari preset: " + ", ".join(
+                f"{v} with {protocol}" for protocol, v in ATARI_MAX_STEPS.items()) + "]"
         for name in ("atari", "minatar"):
             if f.name in PRESETS[name]:
                 help_text += f" [{name} preset: {_show(PRESETS[name][f.name])}]"
@@ -341,7 +356,7 @@ def config_to_argv(config: A3CConfig) -> list[str]:
     """The flags that reproduce `config` on another command line: --env and --preset when
     not the defaults, and every other field whose value differs from the preset's."""
     argv: list[str] = []
-    preset = preset_values(config.preset, config.env)
+    preset = preset_values(config.preset, config.env, config.repeat_action_probability)
     for f in dataclasses.fields(A3CConfig):
         value = getattr(config, f.name)
         # None (target_return: "the env's threshold") has no flag; the preset's value stands.

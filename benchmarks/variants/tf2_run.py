@@ -129,7 +129,7 @@ def check_tf2_config(config: A3CConfig) -> None:
     anything but the preset's value, and a network they implement: the MLP (vector
     observations) or the CNN (images, e.g. Atari), not the LSTM. Also the ValueError of
     --policy cnn on vector observations, as the graph worker's."""
-    preset = preset_values(config.preset, config.env)
+    preset = preset_values(config.preset, config.env, config.repeat_action_probability)
     for name, why in TF2_REFUSED.items():
         if getattr(config, name) != preset[name]:
             raise ValueError(why)
