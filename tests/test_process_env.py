@@ -10,7 +10,9 @@ PROBE = """
 import json, os, sys
 from a3c_graph.distributed.task_runner import _graph_mode_tensorflow
 tf = _graph_mode_tensorflow()
-print(json.dumps({"keras_loaded": any(m == "keras" or m.startswith("keras.") for m in sys.modules),
+from tensorflow.python.framework import test_util
+print(json.dumps({"onednn": test_util.IsMklEnabled(),
+                  "keras_loaded": any(m == "keras" or m.startswith("keras.") for m in sys.modules),
                   "log_level": os.environ["TF_CPP_MIN_LOG_LEVEL"],
                   "graph_mode": not tf.executing_eagerly()}))
 """
@@ -18,7 +20,7 @@ print(json.dumps({"keras_loaded": any(m == "keras" or m.startswith("keras.") for
 
 def probe(**extra: str) -> dict:
     env = child_env(**extra)
-    for name in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"):
+    for name in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS"):
         if name not in extra:
             env.pop(name, None)
     ran = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
@@ -27,13 +29,14 @@ def probe(**extra: str) -> dict:
     return json.loads(ran.stdout.strip().splitlines()[-1])
 
 
-def test_a_task_imports_tf_without_loading_keras():
-    assert probe() == {"keras_loaded": False, "log_level": "2", "graph_mode": True}
+def test_a_task_imports_tf_with_onednn_and_without_loading_keras():
+    assert probe() == {"onednn": True, "keras_loaded": False, "log_level": "2",
+                       "graph_mode": True}
 
 
 def test_values_the_user_exported_win():
-    got = probe(TF_USE_LEGACY_KERAS="0", TF_CPP_MIN_LOG_LEVEL="1")
-    assert got == {"keras_loaded": True, "log_level": "1", "graph_mode": True}
+    got = probe(TF_USE_LEGACY_KERAS="0", TF_CPP_MIN_LOG_LEVEL="1", TF_ENABLE_ONEDNN_OPTS="0")
+    assert got == {"onednn": False, "keras_loaded": True, "log_level": "1", "graph_mode": True}
 
 
 def test_settings_made_for_a_block_are_gone_after_it_and_the_users_stay():
@@ -42,7 +45,7 @@ def test_settings_made_for_a_block_are_gone_after_it_and_the_users_stay():
     environ = {"TF_CPP_MIN_LOG_LEVEL": "0", "HOME": "/home/user"}
     with process_env.set_while_running(environ=environ):
         assert environ == {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_USE_LEGACY_KERAS": "1",
-                           "HOME": "/home/user"}
+                           "TF_ENABLE_ONEDNN_OPTS": "1", "HOME": "/home/user"}
     assert environ == {"TF_CPP_MIN_LOG_LEVEL": "0", "HOME": "/home/user"}
     try:
         with process_env.set_while_running(environ=environ):

@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+from a3c_graph import process_env
 from benchmarks import common
 
 PROG = "benchmarks.step_cost"
@@ -174,6 +175,7 @@ def main(argv=None) -> int:
                         help="Measure the one B given and print its costs as JSON.")
     common.add_allow_remote_argument(parser)
     args = parser.parse_args(argv)
+    process_env.before_tf_import()  # TF's settings of every task here: oneDNN on, no Keras
     common.enter_private_network(PROG, args.allow_remote)
     if args.json:
         print(json.dumps(measure(args.env, args.envs[0], args.rollouts, args.rollout_length)))
