@@ -61,6 +61,19 @@ def test_ceiling_runs_follow_each_seed_and_only_they_act_without_learning(tmp_pa
     assert commands[4][commands[4].index("--workers") + 1] == "2"
 
 
+def test_the_env_alone_also_runs_at_the_emulator_envs_asked_for(tmp_path):
+    runs = compare.plan_runs(["graph"], seeds=1, base_seed=0, workers=2, max_seconds=300,
+                             scaling=[], scaling_seconds=60, ceiling_seconds=30,
+                             emulator_envs=[4])
+    assert [r.name for r in runs] == ["main-graph-w2-seed0", "ceiling-graph-w2-seed0",
+                                      "ceiling-emulator-w2-seed0",
+                                      "ceiling-emulator-e4-w2-seed0"]
+    commands = [one_run.variant_command(r, A3CConfig(envs_per_worker=16), tmp_path)
+                for r in runs]
+    assert ["--envs-per-worker=16" in c for c in commands] == [True, True, True, False]
+    assert "--envs-per-worker=4" in commands[3]
+
+
 def test_every_variant_has_an_acting_ceiling():
     compare.parse_args(["--ceiling", "--variants", "tf2_mp"])
     tf2_run.check_tf2_config(A3CConfig(learn=False))  # the TF2 variants act only too
@@ -211,6 +224,17 @@ def test_results_give_each_variants_share_of_the_env_alone_and_its_cpu_per_step(
         "training": None, "acting": {"other": 220.0, "total": 220.0}, "learning": None}
     assert "| graph | 600 us | 40 us | 400 us | 200 us |" in markdown
     assert "| emulator | - | - | 220 us | - |" in markdown
+    # The env alone at another env count per process: a row of its own, not in the median.
+    records.append(fake_record("emulator", "ceiling", 0, 2, 6000.0, None))
+    records[-1]["envs_per_worker"] = 4
+    markdown = report.write_results(tmp_path, {**settings, "envs_per_worker": 16}, machine_info(),
+                                    records, ["graph"])
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["ceiling"]["emulator"] == {"runs": 2, "steps_per_sec": 8000.0}
+    assert data["ceiling"]["emulator at 4 envs"] == {"runs": 1, "steps_per_sec": 6000.0,
+                                                     "of_emulator": 0.75}
+    assert "| emulator (env alone, 16 envs) | 2 | 8,000 | - | - | 100 % | 100 % |" in markdown
+    assert "| emulator at 4 envs (env alone) | 1 | 6,000 | - | - | 75 % | 75 % |" in markdown
     plots = report.plot_results(tmp_path, records, ["graph"], None)
     assert all(colored_pixels(plot) > 100 for plot in plots)
 

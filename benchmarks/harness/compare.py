@@ -2,7 +2,7 @@
 
     python -m benchmarks.run --env CartPole-v1 --workers 2 --seeds 3 --max-seconds 300 \\
         [--variants graph,tf2_mp,tf2_ray] [--scaling 1,2,4] [--scaling-seconds 60] \\
-        [--ceiling] [--ceiling-seconds 30] [--out DIR] [--allow-remote]
+        [--ceiling] [--ceiling-seconds 30] [--emulator-envs 4] [--out DIR] [--allow-remote]
         [any A3C flag, e.g. --rollout-length 16]
 
 Variants (each started as its own subprocess, in its own session):
@@ -19,7 +19,8 @@ rollout counted and dropped, nothing learned) for --ceiling-seconds: each varian
 ceiling, which its training throughput is measured against; and a run of the env alone
 (benchmarks.variants.emulator: one process per worker stepping a worker's envs with
 random actions), the machine's limit for the env, which every variant's training and
-acting are measured against too. With --scaling, each variant
+acting are measured against too; --emulator-envs N adds runs of the env alone at N envs
+per process, a row of their own beside it. With --scaling, each variant
 then runs once per worker count with the shorter --scaling-seconds budget. Every run gets
 the same A3C flags.
 
@@ -68,16 +69,20 @@ from benchmarks.variants import tf2_run
 
 def plan_runs(variants: Sequence[str], seeds: int, base_seed: int, workers: int,
               max_seconds: float, scaling: Sequence[int], scaling_seconds: float,
-              ceiling_seconds: float | None = None) -> list[RunSpec]:
+              ceiling_seconds: float | None = None,
+              emulator_envs: Sequence[int] = ()) -> list[RunSpec]:
     """Main runs interleaved seed by seed (with the seed's ceiling runs last when
     ceiling_seconds is given, and after them the env alone, EMULATOR, as many processes
-    as workers), then one scaling run per worker count."""
+    as workers, stepping a worker's envs and then each count of `emulator_envs` per
+    process), then one scaling run per worker count."""
     runs = []
     for s in range(seeds):
         runs += [RunSpec(v, base_seed + s, workers, max_seconds, "main") for v in variants]
         if ceiling_seconds is not None:
             runs += [RunSpec(v, base_seed + s, workers, ceiling_seconds, "ceiling")
                      for v in (*variants, EMULATOR)]
+            runs += [RunSpec(EMULATOR, base_seed + s, workers, ceiling_seconds, "ceiling",
+                             envs_per_worker=n) for n in emulator_envs]
     runs += [RunSpec(v, base_seed, n, scaling_seconds, "scaling")
              for n in scaling for v in variants]
     return runs
@@ -115,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "variant with --learn false.")
     group.add_argument("--ceiling-seconds", type=float, default=30.0,
                        help="Budget of each ceiling run (default: 30).")
+    group.add_argument("--emulator-envs", type=_int_list, default=[], metavar="N[,N..]",
+                       help="With --ceiling, also run the env alone with N envs per process "
+                            "(e.g. 4: a shape the agent no longer uses, shown beside it).")
     group.add_argument("--out", default=None,
                        help="Results directory (default: benchmarks/results/<YYYYmmdd-HHMMSS>).")
     common.add_allow_remote_argument(group)
@@ -161,11 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = {"env": config.env, "workers": args.workers, "seeds": args.seeds,
                 "max_seconds": config.max_seconds, "variants": variants,
                 "scaling": args.scaling, "scaling_seconds": args.scaling_seconds,
-                "ceiling_seconds": ceiling_seconds,
+                "ceiling_seconds": ceiling_seconds, "envs_per_worker": config.envs_per_worker,
+                "emulator_envs": args.emulator_envs,
                 "target_return": target, "a3c_flags": config_to_argv(config)}
     machine = machine_info()
     runs = plan_runs(variants, args.seeds, config.seed, args.workers, config.max_seconds,
-                     args.scaling, args.scaling_seconds, ceiling_seconds)
+                     args.scaling, args.scaling_seconds, ceiling_seconds,
+                     [n for n in args.emulator_envs if n != config.envs_per_worker])
     records: list[dict] = []
     interrupted = False
     try:

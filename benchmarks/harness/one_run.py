@@ -91,7 +91,8 @@ OVERRUN_SECS = 180.0
 STOP_TIMEOUT_SECS = 30.0
 # After a run's root exits, how long the rest of its tree gets to exit on its own.
 LEFTOVER_TIMEOUT_SECS = 15.0
-RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "max_seconds", "command",
+RECORD_KEYS = ("name", "variant", "phase", "seed", "workers", "envs_per_worker", "max_seconds",
+               "command",
                "logdir", "log", "exit_code", "stop_reason", "solved", "steps_per_sec",
                "frame_skip", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",
                "time_to_solve_or_budget_s", "startup_s", "stopped_s", "peak_memory_mb",
@@ -109,17 +110,20 @@ class RunSpec:
     workers: int
     max_seconds: float
     phase: str  # "main" (the seeds), "ceiling" (acting only) or "scaling"
+    envs_per_worker: int | None = None  # None: the run's config's; else this many instead
 
     @property
     def name(self) -> str:
-        return f"{self.phase}-{self.variant}-w{self.workers}-seed{self.seed}"
+        envs = "" if self.envs_per_worker is None else f"-e{self.envs_per_worker}"
+        return f"{self.phase}-{self.variant}{envs}-w{self.workers}-seed{self.seed}"
 
 
 def variant_command(spec: RunSpec, config: A3CConfig, logdir: Path,
                     allow_remote: bool = False) -> list[str]:
     """The command of one run: the variant's own entry point with the shared A3C flags."""
     config = dataclasses.replace(config, seed=spec.seed, max_seconds=spec.max_seconds,
-                                 learn=config.learn and spec.phase != "ceiling")
+                                 learn=config.learn and spec.phase != "ceiling",
+                                 envs_per_worker=spec.envs_per_worker or config.envs_per_worker)
     common = ["--workers", str(spec.workers), "--logdir", str(logdir),
               *(["--allow-remote"] if allow_remote else []), *config_to_argv(config)]
     if spec.variant == "graph":
@@ -311,8 +315,9 @@ def build_record(spec: RunSpec, command: list[str], logdir: Path, log_path: Path
     summary = _read_json(logdir / "summary.json")
     record = {
         "name": spec.name, "variant": spec.variant, "phase": spec.phase, "seed": spec.seed,
-        "workers": spec.workers, "max_seconds": spec.max_seconds,
-        "command": shlex.join(command), "logdir": str(logdir), "log": str(log_path),
+        "workers": spec.workers, "envs_per_worker": spec.envs_per_worker,
+        "max_seconds": spec.max_seconds, "command": shlex.join(command),
+        "logdir": str(logdir), "log": str(log_path),
         "exit_code": exit_code,
         "stop_reason": stop_reason or summary.get("stop_reason")
         or (final.stop_reason if final else None),

@@ -61,10 +61,15 @@ def ceiling_summary(records: Sequence[dict]) -> dict[str, dict[str, Any]] | None
     (EMULATOR), also its training and acting as shares of the env's rate, and the env's
     own row. None without ceiling runs."""
     ceiling_runs = [r for r in records if r["phase"] == "ceiling"]
-    emulator = median([r["steps_per_sec"] for r in ceiling_runs if r["variant"] == EMULATOR])
+    emulator = median([r["steps_per_sec"] for r in ceiling_runs if _row(r) == EMULATOR])
     summary = {}
-    for variant in dict.fromkeys(r["variant"] for r in ceiling_runs):
-        runs = [r for r in ceiling_runs if r["variant"] == variant]
+    for variant in dict.fromkeys(_row(r) for r in ceiling_runs):
+        runs = [r for r in ceiling_runs if _row(r) == variant]
+        if variant.startswith(f"{EMULATOR} at "):  # the env alone at another env count
+            rate = median([r["steps_per_sec"] for r in runs])
+            summary[variant] = {"runs": len(runs), "steps_per_sec": rate,
+                                "of_emulator": share(rate, emulator)}
+            continue
         ceiling = median([r["steps_per_sec"] for r in runs])
         if variant == EMULATOR:
             summary[variant] = {"runs": len(runs), "steps_per_sec": ceiling}
@@ -77,6 +82,13 @@ def ceiling_summary(records: Sequence[dict]) -> dict[str, dict[str, Any]] | None
                             "training_of_emulator": share(training, emulator),
                             "acting_of_emulator": share(ceiling, emulator)}
     return summary or None
+
+
+def _row(record: dict) -> str:
+    """A ceiling run's row: its variant, or for the env alone at an env count of its own
+    (benchmarks.run --emulator-envs) "emulator at N envs"."""
+    envs = record.get("envs_per_worker")
+    return record["variant"] if envs is None else f"{record['variant']} at {envs} envs"
 
 
 def share(part: float | None, whole: float | None) -> float | None:
@@ -92,10 +104,10 @@ def cpu_summary(records: Sequence[dict]) -> dict[str, dict[str, Any]]:
     summary: dict[str, dict[str, Any]] = {}
     for r in records:
         if r["phase"] in ("main", "ceiling") and r.get("cpu_us_per_step"):
-            summary.setdefault(r["variant"], {})
+            summary.setdefault(_row(r), {})
     for variant, row in summary.items():
         for phase, name in (("main", "training"), ("ceiling", "acting")):
-            runs = [r["cpu_us_per_step"] for r in records if r["variant"] == variant
+            runs = [r["cpu_us_per_step"] for r in records if _row(r) == variant
                     and r["phase"] == phase and r.get("cpu_us_per_step")]
             roles = sorted({role for run in runs for role in run})
             row[name] = {role: median([run.get(role) for run in runs])
@@ -251,15 +263,21 @@ def ceiling_markdown(ceiling: dict[str, dict[str, Any]], settings: dict) -> list
              "| share | training / env alone | acting / env alone |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for variant, c in ceiling.items():
-        if variant == EMULATOR:
+        if variant.startswith(EMULATOR):
             continue
         lines.append(f"| {variant} | {c['runs']} | {fmt(c['steps_per_sec'])} "
                      f"| {fmt(c['training_steps_per_sec'])} | {percent(c['training_share'])} "
                      f"| {percent(c['training_of_emulator'])} "
                      f"| {percent(c['acting_of_emulator'])} |")
     if emulator:
-        lines.append(f"| {EMULATOR} (env alone) | {emulator['runs']} "
-                     f"| {fmt(emulator['steps_per_sec'])} | - | - | 100 % | 100 % |")
+        envs = settings.get("envs_per_worker")
+        lines.append(f"| {EMULATOR} (env alone{f', {envs} envs' if envs else ''}) "
+                     f"| {emulator['runs']} | {fmt(emulator['steps_per_sec'])} | - | - "
+                     "| 100 % | 100 % |")
+    for variant, c in ceiling.items():
+        if variant.startswith(f"{EMULATOR} at "):
+            lines.append(f"| {variant} (env alone) | {c['runs']} | {fmt(c['steps_per_sec'])} "
+                         f"| - | - | {percent(c['of_emulator'])} | {percent(c['of_emulator'])} |")
     return lines + [""]
 
 
