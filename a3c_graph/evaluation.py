@@ -3,7 +3,9 @@ a3c_graph.evaluate(...).
 
 Loads the latest checkpoint of a run (or --checkpoint) into a fresh graph holding only
 the global network, and plays N episodes, greedy by default. Reads the network's shape
-from <logdir>/config.json, which the chief writes when a run starts.
+from <logdir>/config.json, which the chief writes when a run starts. Atari episodes are
+whole games on the run's protocol, played at once as one batch of envs (play_games);
+with --record, and for every other env, one after the other (play_episodes).
 
 Several models at once (several --logdir, and/or --copies N of each) each get a tf.Graph
 of their own, pinned with graph.device() to the next of --devices (e.g. cpu:0,cpu:1 or
@@ -22,7 +24,6 @@ import dataclasses
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: allow_growth).")
     parser.add_argument("--checkpoint",
                         help="A checkpoint prefix (default: the latest in --logdir).")
-    parser.add_argument("--episodes", type=int, default=10, help="Episodes to play (default: 10).")
+    parser.add_argument("--episodes", type=int, default=10,
+                        help="Episodes to play; Atari: whole games, played at once as one "
+                             "batch, each cut at ALE's 108,000 frames (default: 10).")
     parser.add_argument("--env", help="Env id (default: the run's).")
     parser.add_argument("--seed", type=int, default=12345, help="Seed of the evaluation envs.")
     parser.add_argument("--sample", action="store_true",
@@ -117,125 +120,6 @@ def checked_checkpoint(logdir: str, config, checkpoint: str | None, env_overridd
     return found
 
 
-def _recording_env(config, video_dir: str, name_prefix: str):
-    """The run's env, rendering rgb frames, with the first episode recorded as an mp4."""
-    import gymnasium as gym
-
-    from a3c_graph.core.config import is_atari
-    from a3c_graph.core.envs import ATARI_FRAME_SKIP, env_options, make_env
-
-    env = make_env(config.env, render_mode="rgb_array", **env_options(config))
-    # One frame per agent step: an Atari step is 4 frames of the 60 Hz console.
-    fps = 60 / ATARI_FRAME_SKIP if is_atari(config.env) else env.metadata.get("render_fps", 30)
-    try:
-        return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda e: e == 0,
-                                        name_prefix=name_prefix, fps=fps)
-    except gym.error.DependencyNotInstalled as error:
-        env.close()
-        raise UsageError(f"--record needs the atari extra (pip install -e '.[atari]'): "
-                         f"{error}") from None
-
-
-def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: bool,
-                  device: str | None = None, session_config=None, label: str = "",
-                  placement: dict | None = None, video_dir: str | None = None,
-                  gif_seconds: float | None = None, gif_speed: float = 1.0,
-                  say: Callable[[str], None] = print) -> list[float]:
-    """Returns of `episodes` episodes played by the checkpoint's global network.
-
-    device: the graph's ops are pinned there with graph.device() (None: TF chooses).
-    session_config: the process's one shared ConfigProto. say: takes a line per episode,
-    `label` its prefix.
-    placement: if given, placement["ran_on"] gets the devices the first step ran on.
-    video_dir: if given, the first episode is recorded there as an mp4, and with
-      gif_seconds its first seconds as a GIF too, gif_speed times as fast.
-    """
-    import gymnasium as gym
-    import numpy as np
-    import tensorflow as tf
-
-    from a3c_graph.core.envs import env_options, make_env
-    from a3c_graph.core.model import build_network
-
-    tf1 = tf.compat.v1
-    if video_dir:
-        name_prefix = f"{os.path.basename(checkpoint)}-seed{seed}"
-        env = _recording_env(config, video_dir, name_prefix)
-    else:
-        env = make_env(config.env, **env_options(config))
-    graph = tf.Graph()
-    with graph.as_default(), graph.device(device):
-        obs_ph = tf1.placeholder(tf.as_dtype(env.observation_space.dtype),
-                                 [None, *env.observation_space.shape], name="obs")
-        network = build_network(env.observation_space.shape, int(env.action_space.n), config,
-                                "global")
-        if network.recurrent:  # the state is carried from step to step, zero at an episode start
-            state_ph = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
-            logits, _, next_state = network.step(obs_ph, state_ph)
-        else:
-            logits, _ = network(obs_ph)
-        action = (tf.random.categorical(logits, 1)[:, 0] if sample
-                  else tf.argmax(logits, axis=-1))
-        saver = tf1.train.Saver(var_list=network.variables)
-    returns = []
-    with tf1.Session(graph=graph, config=session_config) as session:
-        try:
-            saver.restore(session, checkpoint)
-        except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
-                tf.errors.DataLossError) as error:
-            first = str(error.message).strip().splitlines()[0]
-            raise UsageError(
-                f"checkpoint {checkpoint} does not fit this network: {first}") from None
-        session = _FirstRunTraced(session, graph, placement)
-        for episode in range(episodes):
-            try:
-                obs, _ = env.reset(seed=seed + episode)
-            except gym.error.DependencyNotInstalled as error:  # rendering, e.g. pygame
-                raise UsageError(f"--record cannot render {config.env}: {error}") from None
-            total, steps, done = 0.0, 0, False
-            if network.recurrent:
-                state = np.zeros([1, *network.state_shape], np.float32)
-            while not done:
-                if network.recurrent:
-                    a, state = session.run([action, next_state],
-                                           {obs_ph: np.asarray(obs)[None], state_ph: state})
-                    a = a[0]
-                else:
-                    a = session.run(action, {obs_ph: np.asarray(obs)[None]})[0]
-                obs, reward, terminated, truncated, _ = env.step(int(a))
-                total += float(reward)
-                steps += 1
-                done = terminated or truncated
-            returns.append(total)
-            # A greedy policy in a deterministic env can repeat one rally until the time limit.
-            cut_off = ", cut off by the env's time limit" if truncated and not terminated else ""
-            say(f"{label}episode {episode + 1}/{episodes}: return {total:.1f} in {steps:,} "
-                f"steps{cut_off}")
-    env.close()
-    if video_dir and gif_seconds:
-        mp4 = os.path.join(video_dir, f"{name_prefix}-episode-0.mp4")
-        say(f"{label}wrote {write_gif(mp4, gif_seconds, speed=gif_speed)}")
-    return returns
-
-
-def write_gif(mp4: str, seconds: float, width: int = 160, speed: float = 1.0) -> str:
-    """The first `seconds` of the video `mp4` as an animated GIF beside it, `width` pixels
-    wide, played `speed` times as fast (moviepy, which RecordVideo wrote the mp4 with).
-    Returns the GIF's path."""
-    from moviepy import VideoFileClip
-
-    gif = os.path.splitext(mp4)[0] + ".gif"
-    with VideoFileClip(mp4) as clip:
-        part = clip.subclipped(0, min(seconds, clip.duration))
-        if clip.w > width:
-            part = part.resized(width=width)
-        if speed != 1.0:
-            # Same frame rate, fewer frames: browsers slow down GIF delays under 20 ms.
-            part = part.with_speed_scaled(speed)
-        part.write_gif(gif, fps=clip.fps, logger=None)
-    return gif
-
-
 @dataclass(frozen=True)
 class ModelReturns:
     """The episodes one model played: a --logdir's checkpoint, copy `copy` of it."""
@@ -246,13 +130,21 @@ class ModelReturns:
     device: str | None  # what its graph was pinned to (None: TF's own placement)
     ran_on: list[str]  # the devices its first step ran on
     returns: list[float]
+    lengths: list[int]  # agent steps of each episode
+    frame_skip: int = 1  # emulator frames per agent step
 
     def summary(self) -> dict:
-        """The model's line of the command's JSON."""
+        """The model's line of the command's JSON: the returns' mean and spread, and each
+        episode's return and frames."""
+        n = len(self.returns)
+        mean = sum(self.returns) / n
         return {"logdir": self.logdir, "checkpoint": self.checkpoint, "copy": self.copy,
-                "device": self.device, "ran_on": self.ran_on, "episodes": len(self.returns),
-                "mean_return": sum(self.returns) / len(self.returns),
-                "min_return": min(self.returns), "max_return": max(self.returns)}
+                "device": self.device, "ran_on": self.ran_on, "episodes": n,
+                "mean_return": mean, "min_return": min(self.returns),
+                "max_return": max(self.returns),
+                "std_return": (sum((r - mean) ** 2 for r in self.returns) / n) ** 0.5,
+                "returns": self.returns,
+                "frames": [length * self.frame_skip for length in self.lengths]}
 
 
 @dataclass(frozen=True)
@@ -368,53 +260,34 @@ def _play_concurrently(models, devices, session_config, args, say) -> list[Model
     """Each model in a thread of its own (session.run releases the GIL), graph k pinned to
     devices[k % len(devices)]; their results in order."""
 
+    from a3c_graph.core.config import is_atari
+    from a3c_graph.core.envs import ATARI_FRAME_SKIP
+    from a3c_graph.playing import play_episodes, play_games
+
     def play(k: int, model) -> ModelReturns:
         logdir, config, checkpoint, copy = model
         device = devices[k % len(devices)]
         label = f"model {k} ({device or 'any device'}): " if len(models) > 1 else ""
         placement: dict = {}
-        returns = play_episodes(
-            config, checkpoint, args.episodes, args.seed + 1000 * copy, args.sample,
-            device=device, session_config=session_config, label=label, placement=placement,
-            video_dir=os.path.join(logdir, "videos") if args.record else None,
-            gif_seconds=args.gif, gif_speed=args.gif_speed, say=say)
+        seed = args.seed + 1000 * copy
+        atari = is_atari(config.env)
+        if atari and not args.record:  # whole games, stepped as one batch
+            returns, lengths = play_games(
+                config, checkpoint, args.episodes, seed, args.sample, device=device,
+                session_config=session_config, label=label, placement=placement, say=say)
+        else:
+            returns, lengths = play_episodes(
+                config, checkpoint, args.episodes, seed, args.sample, device=device,
+                session_config=session_config, label=label, placement=placement,
+                video_dir=os.path.join(logdir, "videos") if args.record else None,
+                gif_seconds=args.gif, gif_speed=args.gif_speed, say=say)
         return ModelReturns(logdir=logdir, checkpoint=checkpoint, copy=copy, device=device,
-                            ran_on=placement.get("ran_on", []), returns=returns)
+                            ran_on=placement.get("ran_on", []), returns=returns,
+                            lengths=lengths, frame_skip=ATARI_FRAME_SKIP if atari else 1)
 
     with ThreadPoolExecutor(max_workers=len(models)) as pool:
         futures = [pool.submit(play, k, model) for k, model in enumerate(models)]
         return [future.result() for future in futures]
-
-
-# A traced run is a process-wide profiling session: a second one at the same time fails
-# with "Another profiling session active" (TF 2.21), so the models take turns.
-_TRACE_LOCK = threading.Lock()
-
-
-class _FirstRunTraced:
-    """A session whose first run is traced, to report the devices the graph's ops ran on."""
-
-    def __init__(self, session, graph, placement: dict | None):
-        self._session, self._graph, self._placement = session, graph, placement
-
-    def run(self, fetches, feed_dict=None, **kwargs):
-        if self._placement is None or "ran_on" in self._placement or kwargs:
-            return self._session.run(fetches, feed_dict, **kwargs)
-        import tensorflow as tf
-
-        from a3c_graph.devices import devices_that_ran
-
-        tf1 = tf.compat.v1
-        metadata = tf1.RunMetadata()
-        with _TRACE_LOCK:
-            result = self._session.run(
-                fetches, feed_dict, run_metadata=metadata,
-                options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE))
-        self._placement["ran_on"] = devices_that_ran(metadata, self._graph)
-        return result
-
-    def __getattr__(self, name):
-        return getattr(self._session, name)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ from them. Keys of a progress file:
 
 Each write is also appended as one JSON line to <logdir>/progress/worker_<i>.jsonl: the
 run's history, from which run_timing takes start-up and steps/s (for summary.json and
-benchmarks.run alike) and benchmarks.learning draws its learning curves.
+benchmarks.run alike) and benchmarks.learning draws its learning curves. A run resumed in
+its log dir appends to the same history; <logdir>/launches.jsonl (record_launch) says where
+each piece begins, and run_clock puts the pieces on one clock of training time.
 
 One clock for every program that writes these files (the graph worker and the TF2 benchmark
 variants): start-up ends at the task's first applied update (its first update() here),
@@ -30,6 +32,7 @@ No TensorFlow here: the launcher imports this and must start quickly.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import math
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 STOP_REASON_PRIORITY = ("solved", "max_steps", "max_seconds", "signal")
+LAUNCHES_FILE = "launches.jsonl"
 
 
 def write_atomic(path: Path | str, text: str) -> None:
@@ -162,6 +166,53 @@ def read_history(logdir: Path) -> list[dict]:
             except ValueError:
                 continue  # a line cut short by a kill
     return sorted(rows, key=lambda row: row.get("time") or 0.0)
+
+
+def record_launch(logdir: Path, launched: float) -> None:
+    """Append a launch of the run in `logdir` to <logdir>/launches.jsonl. A run cut off (the
+    machine restarted, the launcher was killed) and started again in its log dir resumes
+    from its checkpoint and appends to the same history; its launches split that history
+    into pieces, which run_clock puts on one clock."""
+    with open(Path(logdir) / LAUNCHES_FILE, "a", encoding="utf-8") as launches:
+        launches.write(json.dumps({"launched": launched}) + "\n")
+
+
+def read_launches(logdir: Path) -> list[float]:
+    """The launch times record_launch wrote for `logdir`, oldest first ([] if none)."""
+    path = Path(logdir) / LAUNCHES_FILE
+    if not path.exists():
+        return []
+    times = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            times.append(float(json.loads(line)["launched"]))
+    return sorted(times)
+
+
+def run_clock(history: Sequence[Mapping[str, Any]], launches: Sequence[float]) -> list[float]:
+    """Seconds on the run's own clock of each row of `history` (oldest first, as read_history
+    gives it): the first piece counts from its launch (start-up included, as for a run in
+    one piece); each later piece from its first applied update, after the time the pieces
+    before it ran, so neither the pause between pieces nor a resumed piece's start-up counts.
+    `launches`: read_launches (empty: one piece, launched at the first row)."""
+    if not history:
+        return []
+    times = [float(row.get("time") or 0.0) for row in history]
+    starts = sorted(launches) or [times[0]]
+    piece_of = [max(0, bisect.bisect_right(starts, t) - 1) for t in times]
+    first_update: dict[int, float] = {}
+    for row, piece in zip(history, piece_of):
+        if piece and row.get("training_started"):
+            started = float(row["training_started"])
+            first_update[piece] = min(first_update.get(piece, started), started)
+    clock: list[float] = []
+    offset, current = 0.0, 0
+    for t, piece in zip(times, piece_of):
+        if piece != current:
+            offset, current = (clock[-1] if clock else 0.0), piece
+        base = starts[0] if piece == 0 else first_update.get(piece, starts[piece])
+        clock.append(offset + max(0.0, t - base))
+    return clock
 
 
 def read_progress(logdir: Path) -> dict[int, dict]:

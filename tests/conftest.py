@@ -155,17 +155,18 @@ def run_cleanup():
         stop_run(logdir)
 
 
-def untrained_run(logdir: Path) -> None:
-    """A CartPole run dir a3c_graph.evaluate can play: config.json and a checkpoint of an
-    untrained network (8 hidden units)."""
+def untrained_run(logdir: Path, **given) -> None:
+    """A run dir a3c_graph.evaluate can play: config.json and a checkpoint of an untrained
+    network (8 hidden units) of CartPole, or of the config `given` (A3CConfig fields; the
+    preset fills in the rest)."""
     import tensorflow as tf
 
-    from a3c_graph.core.config import A3CConfig
-    from a3c_graph.core.envs import env_info
+    from a3c_graph.core.config import resolve_config
+    from a3c_graph.core.envs import env_info, env_options
     from a3c_graph.core.model import build_network
 
-    config = A3CConfig(hidden_sizes=(8,))
-    info = env_info(config.env)
+    config = resolve_config({"hidden_sizes": (8,), **given})
+    info = env_info(config.env, **env_options(config))
     logdir.mkdir()
     (logdir / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
     with tf.Graph().as_default():

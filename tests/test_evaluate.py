@@ -84,7 +84,7 @@ def test_gif_speed_keeps_the_frame_rate_and_drops_frames(tmp_path):
     from moviepy import ImageSequenceClip
     from PIL import Image
 
-    from a3c_graph.evaluation import write_gif
+    from a3c_graph.playing import write_gif
 
     # Frame k is a flat gray of level 4k, so the GIF's frames say which video frames they are.
     frames = [np.full((32, 48, 3), 4 * k, np.uint8) for k in range(60)]

@@ -29,17 +29,30 @@ def _row(time, env_steps, mean, lowest=None, episodes=500, entropy=0.5):
 def test_a_curve_starts_once_there_are_100_episodes_and_counts_frames_by_frame_skip():
     rows = [_row(101.0, 100, 20.0, episodes=50), _row(103.0, 400, 30.0, episodes=100),
             _row(105.0, 800, 40.0, lowest=25.0, episodes=150)]
-    curve = Curve.from_history(rows, launched=100.0, frame_skip=4)
+    curve = Curve.from_history(rows, launches=[100.0], frame_skip=4)
     assert curve.seconds == [3.0, 5.0]
     assert curve.env_steps == [400, 800] and curve.frames == [1600, 3200]
     assert curve.mean_return == [30.0, 40.0]
     assert curve.lowest_return == [30.0, 25.0]  # a dip between two writes is kept
 
 
+def test_a_resumed_run_counts_the_training_time_of_its_pieces_and_its_frames_go_on():
+    # Launched at 100, trained from 110 until the machine stopped at 160; launched again at
+    # 1000 in its log dir, restored, first update at 1020: the pause and the second start-up
+    # are not the run's time.
+    rows = [_row(105.0, 0, None), _row(130.0, 4000, 10.0), _row(160.0, 9000, 12.0),
+            {**_row(1005.0, 9000, 12.0), "training_started": None},
+            {**_row(1020.0, 9100, 12.0), "training_started": 1020.0},
+            {**_row(1050.0, 14000, 15.0), "training_started": 1020.0}]
+    curve = Curve.from_history(rows, launches=[100.0, 1000.0], frame_skip=4)
+    assert curve.seconds == [30.0, 60.0, 60.0, 60.0, 90.0]
+    assert curve.frames == [16000, 36000, 36000, 36400, 56000]
+
+
 def _stability_curve(means, lowest=None):
     rows = [_row(float(t), 1000 * t, m, None if lowest is None else lowest[t])
             for t, m in enumerate(means)]
-    return Curve.from_history(rows, launched=0.0, frame_skip=1)
+    return Curve.from_history(rows, launches=[0.0], frame_skip=1)
 
 
 def test_a_policy_that_stays_above_the_floor_after_the_target_holds():

@@ -27,6 +27,11 @@ from typing import Any
 
 PRESET_CHOICES = ("auto", "cartpole", "atari", "minatar")
 POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
+# ALE protocols (docs/environments.md): ale-v5 is ALE v5's (Machado et al. 2018: sticky
+# actions, whole games); classic is the one rl-baselines3-zoo, cleanrl and OpenAI baselines
+# report Atari scores on (no sticky actions, a lost life ends the episode for learning, FIRE
+# after a reset and after a lost life).
+PROTOCOL_CHOICES = ("ale-v5", "classic")
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -45,6 +50,12 @@ class A3CConfig:
                      "for MinAtar/ ids, else cartpole.", choices=PRESET_CHOICES)
 
     # Atari (ALE/ env ids only; the defaults are ALE v5's).
+    protocol: str = _f(
+        "ale-v5", "ALE: ale-v5 (sticky actions 0.25, every episode a whole game) or classic "
+        "(the protocol of rl-baselines3-zoo's and cleanrl's Atari scores: no sticky actions, "
+        "a lost life ends the episode for learning while the game goes on, FIRE after a "
+        "reset and after a lost life). Returns and statistics are whole games either way.",
+        choices=PROTOCOL_CHOICES)
     repeat_action_probability: float = _f(
         0.25, "ALE sticky actions: probability that the emulator repeats the previous action "
         "on each frame (0 turns them off).")
@@ -131,6 +142,12 @@ class A3CConfig:
         if self.preset not in PRESET_CHOICES:
             raise ValueError(f"--preset must be one of {', '.join(PRESET_CHOICES)}, "
                              f"got {self.preset!r}")
+        if self.protocol not in PROTOCOL_CHOICES:
+            raise ValueError(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, "
+                             f"got {self.protocol!r}")
+        if self.protocol != "ale-v5" and not is_atari(self.env):
+            raise ValueError(f"--protocol {self.protocol} is for ALE/ env ids, got "
+                             f"--env {self.env}")
         if self.policy not in POLICY_CHOICES:
             raise ValueError(f"--policy must be one of {', '.join(POLICY_CHOICES)}, "
                              f"got {self.policy!r}")
@@ -203,7 +220,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "target_return": math.inf,
     },
 }
-# ALE specs have no reward_threshold: the atari preset's --target-return per game.
+# ALE specs have no reward_threshold: the atari preset's --target-return per game; any other
+# game has none and trains to its budget (a score to compare with is a line on its curve).
 ATARI_TARGET_RETURNS = {"Pong": 18.0}
 # The atari preset's --max-steps is its protocol's budget, over which the learning rate
 # anneals: with sticky actions (ALE v5; Machado et al. 2018 report at 10M, 50M, 100M and 200M
@@ -233,11 +251,12 @@ def resolve_preset(preset: str, env: str) -> str:
     return "minatar" if is_minatar(env) else "cartpole"
 
 
-def preset_values(preset: str, env: str,
-                  repeat_action_probability: float | None = None) -> dict[str, Any]:
-    """Every field but env and preset, as the preset (resolved for `env`) sets it; the
-    atari preset's budget also depends on the sticky actions (`repeat_action_probability`,
-    None: the default's)."""
+def preset_values(preset: str, env: str, repeat_action_probability: float | None = None,
+                  protocol: str | None = None) -> dict[str, Any]:
+    """Every field but env and preset, as the preset (resolved for `env`) sets it. The
+    atari preset's values also depend on the protocol (None: the default's): the classic
+    protocol has no sticky actions; and its budget on the sticky actions
+    (`repeat_action_probability`, None: the protocol's)."""
     name = resolve_preset(preset, env)
     if name not in PRESETS:
         raise ValueError(f"--preset must be one of {', '.join(PRESET_CHOICES)}, got {preset!r}")
@@ -246,7 +265,9 @@ def preset_values(preset: str, env: str,
     values.update(PRESETS[name])
     if name == "atari":
         game = env.split("/", 1)[-1].split("-", 1)[0]  # "ALE/Pong-v5" -> "Pong"
-        values["target_return"] = ATARI_TARGET_RETURNS.get(game)
+        values["target_return"] = ATARI_TARGET_RETURNS.get(game, math.inf)
+        if protocol == "classic":
+            values["repeat_action_probability"] = 0.0
         if repeat_action_probability is None:
             repeat_action_probability = values["repeat_action_probability"]
         values["max_steps"] = ATARI_MAX_STEPS[
@@ -259,7 +280,8 @@ def resolve_config(given: Mapping[str, Any]) -> A3CConfig:
     defaults = A3CConfig()
     preset = given.get("preset", defaults.preset)
     env = given.get("env", defaults.env)
-    values = preset_values(preset, env, given.get("repeat_action_probability"))
+    values = preset_values(preset, env, given.get("repeat_action_probability"),
+                           given.get("protocol"))
     config = A3CConfig(**{**values, **given})
     config.validate()
     return config
@@ -307,7 +329,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
             help_text += f" (default: {_show(f.default)})"
         elif f.name == "target_return":
             help_text += " [atari preset: " + ", ".join(
-                f"{v:g} for {game}" for game, v in ATARI_TARGET_RETURNS.items()) + "]"
+                f"{v:g} for {game}" for game, v in ATARI_TARGET_RETURNS.items()) + \
+                ", none for any other game: it trains to its budget]"
         if f.name == "max_steps":
             help_text += " [atari preset: " + ", ".join(
                 f"{v} with {protocol}" for protocol, v in ATARI_MAX_STEPS.items()) + "]"
@@ -356,7 +379,8 @@ def config_to_argv(config: A3CConfig) -> list[str]:
     """The flags that reproduce `config` on another command line: --env and --preset when
     not the defaults, and every other field whose value differs from the preset's."""
     argv: list[str] = []
-    preset = preset_values(config.preset, config.env, config.repeat_action_probability)
+    preset = preset_values(config.preset, config.env, config.repeat_action_probability,
+                           config.protocol)
     for f in dataclasses.fields(A3CConfig):
         value = getattr(config, f.name)
         # None (target_return: "the env's threshold") has no flag; the preset's value stands.

@@ -17,6 +17,16 @@ uint8 through the rollout queue. Sticky actions (repeat_action_probability 0.25)
 minimal action set and the episode limit of 108,000 emulator frames (27,000 agent steps)
 are ALE v5's defaults. One agent step is 4 frames.
 
+The classic protocol (--protocol classic: the one rl-baselines3-zoo's, cleanrl's and OpenAI
+baselines' Atari scores are measured on) differs in three things: no sticky actions (the
+preset's repeat_action_probability 0), FIRE after a reset (ale-py's use_fire_reset), and a
+lost life: the step that loses it is terminated for learning (no bootstrapping across a
+death) while the game goes on (ale-py's life_loss_info), and the env's next step is FIRE,
+whatever the agent chose, in games that have it (Breakout's ball waits for it). The
+transition records the action the emulator executed. Episode returns, lengths and the
+episode statistics are always whole games: EnvBatch reports a return only when the game is
+over (the vector env reset it) or was cut at the 108,000-frame cap.
+
 MinAtar (``MinAtar/`` ids, e.g. MinAtar/Breakout-v1; Young and Tian 2019) comes from the
 `minatar` package, whose envs Gymnasium 1.x only knows after minatar.gym.register_envs()
 (it loads no env plugins by itself). Its protocol is the package's: sticky actions with
@@ -61,9 +71,18 @@ class EnvInfo:
 
 def env_options(config) -> dict:
     """The make_env keyword arguments an A3CConfig sets (they matter for ALE ids only)."""
-    return {"repeat_action_probability": config.repeat_action_probability,
+    return {"protocol": config.protocol,
+            "repeat_action_probability": config.repeat_action_probability,
             "full_action_space": config.full_action_space,
             "screen_size": config.screen_size, "frame_stack": config.frame_stack}
+
+
+def fire_action(action_set) -> int | None:
+    """The index of FIRE in an ALE action set (a list of ale_py.Action), None without it."""
+    import ale_py
+
+    actions = list(action_set)
+    return actions.index(ale_py.Action.FIRE) if ale_py.Action.FIRE in actions else None
 
 
 def _register_extras(env_id: str) -> None:
@@ -115,14 +134,15 @@ def _spec(env_id: str):
         raise EnvError(f"unknown env id {env_id!r}: {first_line}") from None
 
 
-def make_env(env_id: str, render_mode: str | None = None, *,
+def make_env(env_id: str, render_mode: str | None = None, *, protocol: str = "ale-v5",
              repeat_action_probability: float = 0.25, full_action_space: bool = False,
              screen_size: int = 42, frame_stack: int = 4,
              noop_max: int = ATARI_NOOP_MAX) -> gym.Env:
     """One env of `env_id`, with the observation and action spaces checked.
 
-    For ALE ids: Gymnasium's Atari preprocessing and frame stack (see the module docstring);
-    the keyword arguments are ALE's and are ignored for other envs.
+    For ALE ids: Gymnasium's Atari preprocessing and frame stack (see the module docstring),
+    and for the classic protocol FireAfterLifeLoss; an episode is a whole game. The keyword
+    arguments are ALE's and are ignored for other envs.
     """
     _spec(env_id)
     if is_atari(env_id):
@@ -134,6 +154,8 @@ def make_env(env_id: str, render_mode: str | None = None, *,
         env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=ATARI_FRAME_SKIP,
                                  screen_size=screen_size, terminal_on_life_loss=False,
                                  grayscale_obs=True, scale_obs=False)
+        if protocol == "classic":
+            env = FireAfterLifeLoss(env)
         # Zero frames before the first, as ale-py's vector env pads (make_atari_vector_env).
         env = FrameStackObservation(env, frame_stack, padding_type="zero")
     elif is_minatar(env_id):
@@ -149,6 +171,38 @@ def make_env(env_id: str, render_mode: str | None = None, *,
         env = gym.make(env_id, render_mode=render_mode)
     _check_spaces(env_id, env)
     return env
+
+
+class FireAfterLifeLoss(gym.Wrapper):
+    """The classic protocol's FIRE for one env of whole games (evaluation's recording): FIRE
+    after the reset's no-ops, and the step after a lost life executes FIRE whatever action
+    it is given, as EnvBatch does for the vector env. Nothing for games without FIRE."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        self._fire = meanings.index("FIRE") if "FIRE" in meanings else None
+        self._lives = 0
+        self._life_lost = False
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        if self._fire is not None:
+            obs, _, terminated, truncated, info = self.env.step(self._fire)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        self._lives = self.env.unwrapped.ale.lives()
+        self._life_lost = False
+        return obs, info
+
+    def step(self, action):
+        if self._life_lost and self._fire is not None:
+            action = self._fire
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        self._life_lost = lives < self._lives
+        self._lives = lives
+        return obs, reward, terminated, truncated, info
 
 
 class MinAtarFrames(gym.Wrapper):
@@ -227,14 +281,15 @@ class Transition(NamedTuple):
 
     next_obs: np.ndarray        # observation to act on next (first of a new episode after done)
     reward: np.ndarray          # float32
-    terminated: np.ndarray      # bool
+    terminated: np.ndarray      # bool (the classic protocol: a lost life too)
     truncated: np.ndarray       # bool
     final_obs: np.ndarray       # the true s_{t+1}: the last observation where done, else next_obs
-    episode_return: np.ndarray  # float32, the finished episode's return where done, else 0
-    episode_length: np.ndarray  # int32, the finished episode's length where done, else 0
+    episode_return: np.ndarray  # float32, a whole game's return where it ended, else 0
+    episode_length: np.ndarray  # int32, its length in agent steps where it ended, else 0
+    action: np.ndarray          # int32, what the env executed (FIRE after a lost life)
 
 
-def make_atari_vector_env(env_id: str, num_envs: int, *,
+def make_atari_vector_env(env_id: str, num_envs: int, *, protocol: str = "ale-v5",
                           repeat_action_probability: float = 0.25,
                           full_action_space: bool = False, screen_size: int = 42,
                           frame_stack: int = 4, noop_max: int = ATARI_NOOP_MAX
@@ -246,16 +301,20 @@ def make_atari_vector_env(env_id: str, num_envs: int, *,
 
     Its frames are make_env's exactly: the same ALE v5 protocol, and its resize gives the
     same pixels as AtariPreprocessing's (tests/test_atari.py compares them step by step);
-    both pad the stack of a new episode with zero frames. No reward clipping, no fire at
-    reset, no end of episode on a lost life: those stay the learner's and ALE v5's business.
+    both pad the stack of a new episode with zero frames. No reward clipping (that is the
+    learner's). On ALE v5's protocol no FIRE at reset and no end of episode on a lost life;
+    on the classic protocol FIRE at reset and a lost life marked terminated while the game
+    goes on (life_loss_info; episodic_life would restart the whole game at each lost life).
     """
+    classic = protocol == "classic"
     return gym.make_vec(
         env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
         repeat_action_probability=repeat_action_probability,
         full_action_space=full_action_space, img_height=screen_size, img_width=screen_size,
         stack_num=frame_stack, frameskip=ATARI_FRAME_SKIP, noop_max=noop_max,
-        maxpool=True, grayscale=True, episodic_life=False, reward_clipping=False,
-        use_fire_reset=False, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        maxpool=True, grayscale=True, episodic_life=False, life_loss_info=classic,
+        reward_clipping=False, use_fire_reset=classic,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         # One emulator thread per batch: the worker's actor thread waits for it, so a batch
         # takes one core as the Python wrappers did, and two workers take two.
         num_threads=1)
@@ -273,6 +332,8 @@ class EnvBatch:
         info = env_info(env_id, **options)
         self.info = info
         self.num_envs = num_envs
+        # The classic protocol: lives are followed, FIRE follows a lost life (docstring).
+        self._life_loss = is_atari(env_id) and options.get("protocol") == "classic"
         if is_atari(env_id):
             self._envs = make_atari_vector_env(env_id, num_envs, **options)
         else:
@@ -281,35 +342,52 @@ class EnvBatch:
                 autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
             )
         self._envs.action_space.seed(seed)
-        obs, _ = self._envs.reset(seed=seed)
+        obs, infos = self._envs.reset(seed=seed)
         self._obs = obs.astype(info.obs_dtype, copy=False)
         self._returns = np.zeros(num_envs, np.float64)
         self._lengths = np.zeros(num_envs, np.int32)
+        if self._life_loss:
+            self._lives = np.asarray(infos["lives"])
+            self._fire = fire_action(self._envs.ale.get_action_set())
+            self._fire_next = np.zeros(num_envs, bool)
 
     def observe(self) -> np.ndarray:
         """Current observations, [B, *obs_shape]."""
         return self._obs
 
     def step(self, actions: np.ndarray) -> Transition:
-        obs, reward, terminated, truncated, infos = self._envs.step(np.asarray(actions))
+        actions = np.asarray(actions, np.int32)
+        if self._life_loss and self._fire is not None and self._fire_next.any():
+            actions = np.where(self._fire_next, np.int32(self._fire), actions)
+        obs, reward, terminated, truncated, infos = self._envs.step(actions)
         obs = obs.astype(self.info.obs_dtype, copy=False)
         done = np.logical_or(terminated, truncated)
+        game_over = done
+        if self._life_loss:
+            # A lost life: terminated while the lives went down and the game went on (at the
+            # end of a game the vector env has started the next one, with all its lives).
+            lives = np.asarray(infos["lives"])
+            life_lost = terminated & ~truncated & (lives < self._lives)
+            game_over = done & ~life_lost
+            self._lives = lives
+            self._fire_next = life_lost
         final_obs = obs
-        if done.any():
+        if game_over.any():
             final_obs = obs.copy()
             # SyncVectorEnv marks the envs it reset in "_final_obs"; ale-py's vector env
-            # gives "final_obs" for the whole batch, meaningful where an episode ended.
-            for i in np.flatnonzero(infos.get("_final_obs", done)):
+            # gives "final_obs" for the whole batch, meaningful where a game ended.
+            for i in np.flatnonzero(infos.get("_final_obs", game_over)):
                 final_obs[i] = infos["final_obs"][i]
         self._returns += reward
         self._lengths += 1
-        episode_return = np.where(done, self._returns, 0.0).astype(np.float32)
-        episode_length = np.where(done, self._lengths, 0).astype(np.int32)
-        self._returns[done] = 0.0
-        self._lengths[done] = 0
+        episode_return = np.where(game_over, self._returns, 0.0).astype(np.float32)
+        episode_length = np.where(game_over, self._lengths, 0).astype(np.int32)
+        self._returns[game_over] = 0.0
+        self._lengths[game_over] = 0
         self._obs = obs
         return Transition(obs, reward.astype(np.float32), terminated.astype(bool),
-                          truncated.astype(bool), final_obs, episode_return, episode_length)
+                          truncated.astype(bool), final_obs, episode_return, episode_length,
+                          actions)
 
     def close(self) -> None:
         self._envs.close()

@@ -17,7 +17,8 @@ Rollout tensors are time-major, T refers to the rollout length, B to the envs pe
   rewards [T, B] float32       r_t
   terminated, truncated [T, B] bool, Gymnasium's flags for the step
   next_obs [T, B, *obs_shape]  the true s_{t+1} (the final observation where an episode ended)
-  episode_returns [T, B]       the return of the episode that ended at t, else 0
+  episode_returns [T, B]       the return of the episode that ended at t, else 0 (an
+                               episode is a whole game: episode_ended)
   episode_lengths [T, B]       its length, else 0
 and for a recurrent policy (state_shape given):
   initial_state [B, *state_shape]  the state the rollout acted on at t = 0
@@ -103,7 +104,7 @@ class RolloutRecorder:
         rows = self.buffers
         rows["obs"][t] = self.envs.observe()
         step = self.envs.step(actions)
-        rows["actions"][t] = actions
+        rows["actions"][t] = step.action
         rows["rewards"][t] = step.reward
         rows["terminated"][t] = step.terminated
         rows["truncated"][t] = step.truncated
@@ -209,6 +210,13 @@ class RolloutQueue:
 
     def dequeue(self) -> dict:
         return self.queue.dequeue(name="next_rollout")
+
+
+def episode_ended(episode_lengths):
+    """Where an episode, for Atari a whole game, ended: [T, B] bool from episode_lengths
+    [T, B] (TF or NumPy). Not terminated or truncated: on the classic protocol a lost life
+    is terminated for learning while the game, and its return, go on (core/envs.py)."""
+    return episode_lengths > 0
 
 
 def sample_actions(logits):

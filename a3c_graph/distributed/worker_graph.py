@@ -33,7 +33,7 @@ from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
 from a3c_graph.core.learner import acting_only_update, learner_update, learning_rate_now
 from a3c_graph.core.model import assign_op, build_network
-from a3c_graph.core.rollout import RolloutQueue, build_rollout, sample_actions
+from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended, sample_actions
 from a3c_graph.core.stats import EpisodeStats
 from a3c_graph.distributed import transfer
 from a3c_graph.distributed.cluster import TaskSpec
@@ -194,9 +194,9 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         rollout = queue.dequeue()
         update = (learner_update(local_network, rollout, config) if config.learn
                   else acting_only_update())
-        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
-        finished_returns = tf.boolean_mask(rollout["episode_returns"], done)
-        finished_lengths = tf.boolean_mask(rollout["episode_lengths"], done)
+        ended = episode_ended(rollout["episode_lengths"])
+        finished_returns = tf.boolean_mask(rollout["episode_returns"], ended)
+        finished_lengths = tf.boolean_mask(rollout["episode_lengths"], ended)
 
         # The cluster's env steps as this worker last read them, for the learning rate's
         # anneal: read from the ps by the local init op, then with every update's counters.

@@ -44,7 +44,15 @@ from a3c_graph.launcher.report import (
     verdict_outcome,
 )
 from a3c_graph.launcher.restarts import TaskExit, restart_decision, run_verdict
-from a3c_graph.progress import Totals, read_history, read_progress, run_totals, write_atomic
+from a3c_graph.progress import (
+    LAUNCHES_FILE,
+    Totals,
+    read_history,
+    read_progress,
+    record_launch,
+    run_totals,
+    write_atomic,
+)
 
 PROGRESS_LINE_SECS = 5.0
 POLL_SECS = 0.2
@@ -99,14 +107,21 @@ class Supervisor:
     # ---- start
 
     def prepare_logdir(self) -> None:
+        logdir = self.plan.logdir
         for sub in ("logs", "pids", "progress"):
-            (self.plan.logdir / sub).mkdir(parents=True, exist_ok=True)
-        # Leftovers of an earlier run in the same logdir would be read as this run's.
-        for stale in [*processes.pid_dir(self.plan.logdir).glob("*.pid"),
-                      *(self.plan.logdir / "progress").glob("worker_*.json*"),
-                      self.plan.logdir / "summary.json"]:
+            (logdir / sub).mkdir(parents=True, exist_ok=True)
+        # Leftovers of an earlier run in the same logdir would be read as this run's. A run
+        # that resumes from a checkpoint keeps its history (the learning curve goes on);
+        # one that starts afresh drops it and the launches of the run before.
+        resumes = (logdir / "checkpoint").exists()
+        history = [] if resumes else [*(logdir / "progress").glob("worker_*.jsonl"),
+                                      logdir / LAUNCHES_FILE]
+        for stale in [*processes.pid_dir(logdir).glob("*.pid"),
+                      *(logdir / "progress").glob("worker_*.json"), *history,
+                      logdir / "summary.json"]:
             stale.unlink(missing_ok=True)
-        write_atomic(processes.pid_dir(self.plan.logdir) / "launcher.pid", f"{os.getpid()}\n")
+        write_atomic(processes.pid_dir(logdir) / "launcher.pid", f"{os.getpid()}\n")
+        record_launch(logdir, self.started)
 
     def start_tasks(self) -> None:
         for task in self.plan.tasks:

@@ -239,7 +239,7 @@ def run_one(spec: RunSpec, config: A3CConfig, out: Path,
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = variant_command(spec, config, logdir, allow_remote)
     launched = time.time()
-    with open(log_path, "wb") as log:
+    with open(log_path, "ab") as log:  # a run resumed in its log dir adds to its log
         popen = subprocess.Popen(command, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     sampler = Sampler(popen.pid)

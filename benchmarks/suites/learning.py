@@ -56,10 +56,11 @@ from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import A3CConfig, add_config_arguments, resolve_config
 from a3c_graph.core.envs import env_info, env_options
 from a3c_graph.core.stats import RECENT_EPISODES, resolve_target_return
-from a3c_graph.progress import read_history, write_atomic
+from a3c_graph.progress import read_history, read_launches, run_clock, write_atomic
 from benchmarks.harness.machine import machine_info
 from benchmarks.harness.one_run import REPO, RunInterrupted, RunSpec, child_env, run_one
 from benchmarks.harness.report import median
+from benchmarks.suites import resume
 
 PROG = "benchmarks.learning"
 
@@ -125,14 +126,17 @@ class Curve:
     entropy: list[float | None] = field(default_factory=list)
 
     @classmethod
-    def from_history(cls, rows: Sequence[dict], launched: float, frame_skip: int) -> Curve:
+    def from_history(cls, rows: Sequence[dict], launches: Sequence[float],
+                     frame_skip: int) -> Curve:
+        """The curve of a run's history (read_history), its seconds on the run's own clock
+        (run_clock: a run resumed in its log dir sums the training time of its pieces)."""
         curve = cls()
-        for row in rows:
+        for row, seconds in zip(rows, run_clock(rows, launches)):
             # The mean of "the last 100 episodes" means something once there are 100.
             if row.get("mean_return_100") is None or (row.get("episodes") or 0) < RECENT_EPISODES:
                 continue
             mean = float(row["mean_return_100"])
-            curve.seconds.append(round(float(row["time"]) - launched, 2))
+            curve.seconds.append(round(seconds, 2))
             curve.env_steps.append(int(row["env_steps"]))
             curve.frames.append(int(row["env_steps"]) * frame_skip)
             curve.mean_return.append(mean)
@@ -178,8 +182,17 @@ def judge(curve: Curve, task: Task) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the suite
 
 def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path) -> dict:
-    """One seed of one task, through the launcher; its record with curve and verdict."""
+    """One seed of one task, through the launcher; its record with curve and verdict. A run
+    cut off earlier (its log dir is there) goes on from its checkpoint (resume.py), with
+    what is left of its time budget."""
     spec = RunSpec("graph", seed, workers, config.max_seconds, phase=task.name)
+    logdir = out / "runs" / spec.name
+    if logdir.exists():
+        left = max(1.0, config.max_seconds - resume.trained_seconds(logdir))
+        config = dataclasses.replace(config, max_seconds=left)
+        spec = dataclasses.replace(spec, max_seconds=left)
+        print(f"{PROG}: {spec.name} resumes in {logdir} ({left:,.0f} s of its budget left)",
+              flush=True)
     frame_skip = env_info(config.env, **env_options(config)).frame_skip
     launched = time.time()
     try:
@@ -225,7 +238,9 @@ def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path) -> dict[st
 def _learning_fields(record: dict, task: Task, config: A3CConfig, launched: float,
                      frame_skip: int, out: Path) -> dict[str, Any]:
     logdir = Path(record["logdir"])
-    curve = Curve.from_history(read_history(logdir), launched, frame_skip)
+    # The launches the launcher recorded (a resumed run has several), else this one.
+    curve = Curve.from_history(read_history(logdir), read_launches(logdir) or [launched],
+                               frame_skip)
     return {
         "task": task.name, "env": config.env, "target": task.target, "floor": task.floor,
         "curve": dataclasses.asdict(curve), **judge(curve, task),
@@ -441,12 +456,25 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--workers", type=int, default=2, help="Workers per run (default: 2).")
     group.add_argument("--out", default=None, help="Results directory (default: "
                        "benchmarks/results/learning-<YYYYmmdd-HHMMSS>).")
+    group.add_argument("--resume", action="store_true",
+                       help="Go on with the suite started in --out: its finished runs kept, "
+                            "a run it left cut off resumed from its checkpoint, then the rest "
+                            "(the suite's own flags are read from --out; give no others).")
     add_config_arguments(parser)  # every A3C flag, given to every task
     return parser
 
 
 def parse_args(argv: Sequence[str] | None):
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    if args.resume:
+        if not args.out or [a for a in argv if a not in ("--resume", "--out", args.out)
+                            and not a.startswith("--out=")]:
+            raise UsageError("--resume takes --out OUT and no other flag: the suite's flags "
+                             "are the ones it started with")
+        argv = [*resume.saved_command(Path(args.out)), "--out", args.out, "--resume"]
+        args = build_parser().parse_args(argv)
+    args.argv = [a for a in argv if a != "--resume"]
     names = [n.strip() for n in args.tasks.split(",") if n.strip()]
     unknown = [n for n in names if n not in TASKS]
     if unknown or not names:
@@ -481,16 +509,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     settings = {"tasks": [t.name for t in tasks], "seeds": args.seeds, "workers": args.workers,
                 "a3c_flags": [f"--{k.replace('_', '-')}={v}" for k, v in given.items()],
-                "command": "python -m benchmarks.learning " + " ".join(sys.argv[1:] if argv is None
-                                                                      else argv)}
+                "command": "python -m benchmarks.learning " + " ".join(args.argv)}
     machine = machine_info()
     records: list[dict] = []
     interrupted = False
     base_seed = int(given.get("seed", 0))
     runs = [(task, base_seed + s) for task in tasks for s in range(args.seeds)]
+    finished = resume.finished_records(out) if args.resume else {}
+    if not args.resume:
+        resume.save_command(out, [a for a in args.argv if a != "--out" and a != args.out])
     try:
         for i, (task, seed) in enumerate(runs, 1):
             config = dataclasses.replace(configs[task.name], seed=seed)
+            done = finished.get(RunSpec("graph", seed, args.workers, 0, task.name).name)
+            if done is not None:
+                print(f"[{i}/{len(runs)}] {task.name} seed {seed}: finished before: "
+                      f"{_run_line(done)}", flush=True)
+                records.append(done)
+                continue
             print(f"[{i}/{len(runs)}] {task.name} seed {seed} ({config.env}) ...", flush=True)
             record = run_task(task, config, seed, args.workers, out)
             records.append(record)

@@ -39,7 +39,12 @@ from a3c_graph.core import model as graph_model
 from a3c_graph.core.config import A3CConfig, resolve_policy
 from a3c_graph.core.envs import EnvInfo, env_info, env_options
 from a3c_graph.core.learner import learner_loss
-from a3c_graph.core.rollout import RolloutField, RolloutRecorder, sample_actions
+from a3c_graph.core.rollout import (
+    RolloutField,
+    RolloutRecorder,
+    episode_ended,
+    sample_actions,
+)
 from benchmarks.variants.tf2_run import RunStats
 
 tf1 = tf.compat.v1
@@ -188,7 +193,7 @@ def make_rollout_function(model: TF2Network, recorder: RolloutRecorder):
 def learner_signature(fields: Sequence[RolloutField]) -> dict[str, tf.TensorSpec]:
     """TensorSpecs of the rollout fields the learner reads (those of the loss and the
     finished episodes); static shapes, as learner_loss needs."""
-    keys = (*LEARNER_KEYS, "episode_returns")
+    keys = (*LEARNER_KEYS, "episode_returns", "episode_lengths")
     return {field.name: tf.TensorSpec(field.shape, field.dtype) for field in fields
             if field.name in keys}
 
@@ -213,8 +218,8 @@ def make_gradient_function(model: TF2Network, weights: FlatWeights, config: A3CC
             loss, parts = learner_loss(model, rollout, config)
         gradients = tape.gradient(loss, model.variables)
         clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
-        done = tf.logical_or(rollout["terminated"], rollout["truncated"])
-        finished = tf.boolean_mask(rollout["episode_returns"], done)
+        finished = tf.boolean_mask(rollout["episode_returns"],
+                                   episode_ended(rollout["episode_lengths"]))
         return weights.flatten(clipped), finished, {"loss": loss, "grad_norm": grad_norm,
                                                     **parts}
 

@@ -113,7 +113,8 @@ TF2_REFUSED = {
                        "run it with the graph variant",
 }
 TF2_HONOURED = frozenset({
-    "env", "seed", "preset", "repeat_action_probability", "full_action_space", "screen_size",
+    "env", "seed", "preset", "protocol", "repeat_action_probability", "full_action_space",
+    "screen_size",
     "frame_stack", "envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
     "gamma", "gae_lambda", "learning_rate", "anneal_learning_rate", "adam_epsilon",
     "entropy_coef", "value_coef", "grad_clip_norm", "policy", "hidden_sizes", "conv_filters",
@@ -129,7 +130,8 @@ def check_tf2_config(config: A3CConfig) -> None:
     anything but the preset's value, and a network they implement: the MLP (vector
     observations) or the CNN (images, e.g. Atari), not the LSTM. Also the ValueError of
     --policy cnn on vector observations, as the graph worker's."""
-    preset = preset_values(config.preset, config.env, config.repeat_action_probability)
+    preset = preset_values(config.preset, config.env, config.repeat_action_probability,
+                           config.protocol)
     for name, why in TF2_REFUSED.items():
         if getattr(config, name) != preset[name]:
             raise ValueError(why)

@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_options
-from a3c_graph.core.rollout import RolloutRecorder
+from a3c_graph.core.rollout import RolloutRecorder, episode_ended
 from a3c_graph.progress import ProgressFile
 from benchmarks.variants import tf2_common
 from benchmarks.variants.tf2_common import Reply, RolloutResult
@@ -125,8 +125,8 @@ class TF2Worker:
         and dropped, as the graph's learner does then."""
         env_steps = int(np.prod(rollout["rewards"].shape))
         if not self.learning:
-            done = np.logical_or(rollout["terminated"].numpy(), rollout["truncated"].numpy())
-            finished = rollout["episode_returns"].numpy()[done]
+            finished = rollout["episode_returns"].numpy()[
+                episode_ended(rollout["episode_lengths"].numpy())]
             return RolloutResult(self.task, np.zeros(0, np.float32), env_steps,
                                  [float(r) for r in finished], None)
         with tf.device(self.device):

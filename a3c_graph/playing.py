@@ -1,0 +1,236 @@
+"""Playing a checkpoint's policy: episodes one after the other (any env, and the recorded
+video), or whole Atari games at once as one batch (play_games); the GIF of a recording.
+
+evaluation.py (the command and a3c_graph.evaluate) picks which for each model it plays.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+from a3c_graph.cli import UsageError
+
+
+def _recording_env(config, video_dir: str, name_prefix: str):
+    """The run's env, rendering rgb frames, with the first episode recorded as an mp4."""
+    import gymnasium as gym
+
+    from a3c_graph.core.config import is_atari
+    from a3c_graph.core.envs import ATARI_FRAME_SKIP, env_options, make_env
+
+    env = make_env(config.env, render_mode="rgb_array", **env_options(config))
+    # One frame per agent step: an Atari step is 4 frames of the 60 Hz console.
+    fps = 60 / ATARI_FRAME_SKIP if is_atari(config.env) else env.metadata.get("render_fps", 30)
+    try:
+        return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=lambda e: e == 0,
+                                        name_prefix=name_prefix, fps=fps)
+    except gym.error.DependencyNotInstalled as error:
+        env.close()
+        raise UsageError(f"--record needs the atari extra (pip install -e '.[atari]'): "
+                         f"{error}") from None
+
+
+def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: bool,
+                  device: str | None = None, session_config=None, label: str = "",
+                  placement: dict | None = None, video_dir: str | None = None,
+                  gif_seconds: float | None = None, gif_speed: float = 1.0,
+                  say: Callable[[str], None] = print) -> list[float]:
+    """Returns and lengths (agent steps) of `episodes` episodes played one after the other
+    by the checkpoint's global network.
+
+    device: the graph's ops are pinned there with graph.device() (None: TF chooses).
+    session_config: the process's one shared ConfigProto. say: takes a line per episode,
+    `label` its prefix.
+    placement: if given, placement["ran_on"] gets the devices the first step ran on.
+    video_dir: if given, the first episode is recorded there as an mp4, and with
+      gif_seconds its first seconds as a GIF too, gif_speed times as fast.
+    """
+    import gymnasium as gym
+    import numpy as np
+    import tensorflow as tf
+
+    from a3c_graph.core.envs import env_options, make_env
+    from a3c_graph.core.model import build_network
+
+    tf1 = tf.compat.v1
+    if video_dir:
+        name_prefix = f"{os.path.basename(checkpoint)}-seed{seed}"
+        env = _recording_env(config, video_dir, name_prefix)
+    else:
+        env = make_env(config.env, **env_options(config))
+    graph = tf.Graph()
+    with graph.as_default(), graph.device(device):
+        obs_ph = tf1.placeholder(tf.as_dtype(env.observation_space.dtype),
+                                 [None, *env.observation_space.shape], name="obs")
+        network = build_network(env.observation_space.shape, int(env.action_space.n), config,
+                                "global")
+        if network.recurrent:  # the state is carried from step to step, zero at an episode start
+            state_ph = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
+            logits, _, next_state = network.step(obs_ph, state_ph)
+        else:
+            logits, _ = network(obs_ph)
+        action = (tf.random.categorical(logits, 1)[:, 0] if sample
+                  else tf.argmax(logits, axis=-1))
+        saver = tf1.train.Saver(var_list=network.variables)
+    returns, lengths = [], []
+    with tf1.Session(graph=graph, config=session_config) as session:
+        _restore(saver, session, checkpoint)
+        session = _FirstRunTraced(session, graph, placement)
+        for episode in range(episodes):
+            try:
+                obs, _ = env.reset(seed=seed + episode)
+            except gym.error.DependencyNotInstalled as error:  # rendering, e.g. pygame
+                raise UsageError(f"--record cannot render {config.env}: {error}") from None
+            total, steps, done = 0.0, 0, False
+            if network.recurrent:
+                state = np.zeros([1, *network.state_shape], np.float32)
+            while not done:
+                if network.recurrent:
+                    a, state = session.run([action, next_state],
+                                           {obs_ph: np.asarray(obs)[None], state_ph: state})
+                    a = a[0]
+                else:
+                    a = session.run(action, {obs_ph: np.asarray(obs)[None]})[0]
+                obs, reward, terminated, truncated, _ = env.step(int(a))
+                total += float(reward)
+                steps += 1
+                done = terminated or truncated
+            returns.append(total)
+            lengths.append(steps)
+            # A greedy policy in a deterministic env can repeat one rally until the time limit.
+            cut_off = ", cut off by the env's time limit" if truncated and not terminated else ""
+            say(f"{label}episode {episode + 1}/{episodes}: return {total:.1f} in {steps:,} "
+                f"steps{cut_off}")
+    env.close()
+    if video_dir and gif_seconds:
+        mp4 = os.path.join(video_dir, f"{name_prefix}-episode-0.mp4")
+        say(f"{label}wrote {write_gif(mp4, gif_seconds, speed=gif_speed)}")
+    return returns, lengths
+
+
+def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
+               device: str | None = None, session_config=None, label: str = "",
+               placement: dict | None = None,
+               say: Callable[[str], None] = print) -> tuple[list[float], list[int]]:
+    """Atari: the returns and lengths (agent steps) of `games` whole games played at once,
+    one per env of an EnvBatch (ale-py's vector env with the run's protocol: random no-op
+    starts of up to 30, game i seeded seed + i, each game cut at ALE's 108,000 frames),
+    the policy acting on all of them as one batch. A finished env's next game is played on
+    but not counted, so every game counts once whatever its length.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from a3c_graph.core.envs import EnvBatch, env_options
+    from a3c_graph.core.model import build_network, reset_state
+    from a3c_graph.core.rollout import episode_ended
+
+    tf1 = tf.compat.v1
+    batch = EnvBatch(config.env, games, seed=seed, **env_options(config))
+    info = batch.info
+    graph = tf.Graph()
+    with graph.as_default(), graph.device(device):
+        obs_ph = tf1.placeholder(tf.as_dtype(info.obs_dtype), [games, *info.obs_shape],
+                                 name="obs")
+        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        if network.recurrent:
+            state_ph = tf1.placeholder(tf.float32, [games, *network.state_shape], name="state")
+            done_ph = tf1.placeholder(tf.bool, [games], name="done")
+            logits, _, next_state = network.step(obs_ph, reset_state(state_ph, done_ph))
+        else:
+            logits, _ = network(obs_ph)
+        action = (tf.random.categorical(logits, 1)[:, 0] if sample
+                  else tf.argmax(logits, axis=-1))
+        saver = tf1.train.Saver(var_list=network.variables)
+    returns: list[float | None] = [None] * games
+    lengths = [0] * games
+    cut_off = [False] * games
+    with tf1.Session(graph=graph, config=session_config) as session:
+        _restore(saver, session, checkpoint)
+        session = _FirstRunTraced(session, graph, placement)
+        if network.recurrent:
+            state = np.zeros([games, *network.state_shape], np.float32)
+            done = np.zeros(games, bool)
+        left = games
+        while left:
+            if network.recurrent:
+                actions, state = session.run([action, next_state], {
+                    obs_ph: batch.observe(), state_ph: state, done_ph: done})
+            else:
+                actions = session.run(action, {obs_ph: batch.observe()})
+            step = batch.step(actions.astype(np.int32))
+            if network.recurrent:
+                done = np.logical_or(step.terminated, step.truncated)
+            for i in np.flatnonzero(episode_ended(step.episode_length)):
+                if returns[i] is not None:
+                    continue
+                returns[i], lengths[i] = float(step.episode_return[i]), int(step.episode_length[i])
+                cut_off[i] = bool(step.truncated[i])
+                left -= 1
+                capped = ", cut off at ALE's frame cap" if cut_off[i] else ""
+                say(f"{label}game {i + 1}/{games}: return {returns[i]:.1f} in {lengths[i]:,} "
+                    f"steps ({lengths[i] * info.frame_skip:,} frames){capped}")
+    batch.close()
+    return [float(r) for r in returns], lengths
+
+
+def _restore(saver, session, checkpoint: str) -> None:
+    import tensorflow as tf
+
+    try:
+        saver.restore(session, checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
+            tf.errors.DataLossError) as error:
+        first = str(error.message).strip().splitlines()[0]
+        raise UsageError(f"checkpoint {checkpoint} does not fit this network: {first}") from None
+
+
+def write_gif(mp4: str, seconds: float, width: int = 160, speed: float = 1.0) -> str:
+    """The first `seconds` of the video `mp4` as an animated GIF beside it, `width` pixels
+    wide, played `speed` times as fast (moviepy, which RecordVideo wrote the mp4 with).
+    Returns the GIF's path."""
+    from moviepy import VideoFileClip
+
+    gif = os.path.splitext(mp4)[0] + ".gif"
+    with VideoFileClip(mp4) as clip:
+        part = clip.subclipped(0, min(seconds, clip.duration))
+        if clip.w > width:
+            part = part.resized(width=width)
+        if speed != 1.0:
+            # Same frame rate, fewer frames: browsers slow down GIF delays under 20 ms.
+            part = part.with_speed_scaled(speed)
+        part.write_gif(gif, fps=clip.fps, logger=None)
+    return gif
+
+
+# A traced run is a process-wide profiling session: a second one at the same time fails
+# with "Another profiling session active" (TF 2.21), so the models take turns.
+_TRACE_LOCK = threading.Lock()
+
+
+class _FirstRunTraced:
+    """A session whose first run is traced, to report the devices the graph's ops ran on."""
+
+    def __init__(self, session, graph, placement: dict | None):
+        self._session, self._graph, self._placement = session, graph, placement
+
+    def run(self, fetches, feed_dict=None, **kwargs):
+        if self._placement is None or "ran_on" in self._placement or kwargs:
+            return self._session.run(fetches, feed_dict, **kwargs)
+        import tensorflow as tf
+
+        from a3c_graph.devices import devices_that_ran
+
+        tf1 = tf.compat.v1
+        metadata = tf1.RunMetadata()
+        with _TRACE_LOCK:
+            result = self._session.run(
+                fetches, feed_dict, run_metadata=metadata,
+                options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE))
+        self._placement["ran_on"] = devices_that_ran(metadata, self._graph)
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)

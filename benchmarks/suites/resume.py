@@ -1,0 +1,67 @@
+"""A learning suite cut off (the machine restarted, the suite was stopped) goes on where it
+stopped: `python -m benchmarks.learning --resume --out OUT`.
+
+The suite writes its own command line to <out>/suite.json before its first run; --resume
+reads it back, so the plan (tasks, seeds, flags) is the one the suite started with. A run
+with a record in <out>/results.json that ended on its own (its budget, its target, or a
+failure: a failed run is a result too) is kept as it is. A run that was cut off is started
+again in its own log dir: the launcher restores the chief's latest checkpoint (weights, Adam
+slots, global step, frame count, episode statistics), the workers append to the same
+history, and the curve puts the pieces on one clock of training time
+(a3c_graph.progress.run_clock). A time budget (--max-seconds) is the whole run's: a resumed
+piece gets what is left of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from a3c_graph.cli import UsageError
+from a3c_graph.progress import read_history, read_launches, write_atomic
+
+SUITE_FILE = "suite.json"
+# How a run that did not end on its own is recorded: stopped by a signal, or the suite
+# interrupted during it.
+CUT_OFF = ("signal", "harness_interrupted")
+
+
+def save_command(out: Path, argv: Sequence[str]) -> None:
+    """<out>/suite.json: the suite's command line (without --out), for --resume."""
+    write_atomic(out / SUITE_FILE, json.dumps({"argv": list(argv)}, indent=2) + "\n")
+
+
+def saved_command(out: Path) -> list[str]:
+    """The command line save_command wrote in `out`; UsageError if there is none."""
+    try:
+        return list(json.loads((out / SUITE_FILE).read_text(encoding="utf-8"))["argv"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(f"--resume: {out / SUITE_FILE} is missing or damaged: is {out} the "
+                         "--out of a learning suite this version started?") from None
+
+
+def finished_records(out: Path) -> dict[str, dict]:
+    """The records in <out>/results.json of runs that ended on their own, by run name."""
+    try:
+        records = json.loads((out / "results.json").read_text(encoding="utf-8"))["records"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {r["name"]: r for r in records if r.get("stop_reason") not in CUT_OFF
+            and r.get("exit_code") not in (None, 130, 143)}
+
+
+def trained_seconds(logdir: Path) -> float:
+    """Seconds the run in `logdir` has trained over all its pieces: from each piece's first
+    applied update to its last report (0 for a run that never trained)."""
+    history = read_history(logdir)
+    launches = read_launches(logdir) or ([float(history[0]["time"])] if history else [])
+    total = 0.0
+    for i, launched in enumerate(launches):
+        end = launches[i + 1] if i + 1 < len(launches) else float("inf")
+        piece = [row for row in history if launched <= float(row.get("time") or 0.0) < end]
+        started = [float(row["training_started"]) for row in piece
+                   if row.get("training_started")]
+        if started:
+            total += max(0.0, float(piece[-1]["time"]) - min(started))
+    return total
