@@ -19,8 +19,12 @@ and the defaults (the env's preset) for everything else:
   pong-deterministic  ALE/Pong-v5 on the A3C anchors' protocol: no sticky actions
                       (--repeat-action-probability 0), trained for its 45-minute budget; the
                       table gives the time to a mean return(100) of 18 (opt-in)
+  atari-breakout, atari-beamrider, atari-qbert, atari-spaceinvaders
+                      the A3C paper's games on the classic protocol (--protocol classic) to
+                      40M frames; the line on the curve is rl-zoo's A2C score (opt-in: hours)
 
-After a run of a task that plays its final checkpoint (the Pong tasks, 10 games), the suite
+After a run of a task that plays its final checkpoint (Pong: 10 games, the other Atari
+games: 30), the suite
 runs `python -m a3c_graph.evaluate --logdir RUN --episodes N` greedy and again with --sample,
 each in its own process, and records both (<out>/evaluations/<run>-greedy.txt, -sampled.txt).
 
@@ -104,6 +108,15 @@ TASKS = {task.name: task for task in (
     Task("pong-deterministic", {"env": "ALE/Pong-v5", "repeat_action_probability": 0.0,
                                 "max_seconds": 2700.0, "target_return": math.inf}, 18.0,
          default=False, evaluation_games=10),
+    # The A3C paper's other games on the classic protocol, each to the atari preset's 40M
+    # frames (the launcher's command plus --protocol classic); the target, a line on the
+    # curve and no stop rule, is rl-baselines3-zoo's A2C score at 40M frames.
+    *(Task(name, {"env": f"ALE/{game}-v5", "protocol": "classic"}, a2c_score,
+           default=False, evaluation_games=30)
+      for name, game, a2c_score in (("atari-breakout", "Breakout", 280.0),
+                                    ("atari-beamrider", "BeamRider", 2890.0),
+                                    ("atari-qbert", "Qbert", 3882.0),
+                                    ("atari-spaceinvaders", "SpaceInvaders", 627.0))),
 )}
 
 
