@@ -138,6 +138,20 @@ def evaluate(logdir: str | os.PathLike | Sequence[str | os.PathLike], *,
                                         warn=lambda line: logger.warning("%s", line))
 
 
+def export(logdir: str | os.PathLike, out: str | os.PathLike, *,
+           checkpoint: str | None = None, force: bool = False) -> str:
+    """Write the policy of the run in `logdir` (its newest checkpoint, or `checkpoint`) as a
+    SavedModel at `out`, loadable by tf.saved_model.load with no a3c_graph import; returns
+    `out`. Its "act" signature and policy.json: a3c_graph/exporting.py. Raises ValueError,
+    with the command's one line, for a log dir without a run or a checkpoint, or an `out`
+    that exists (unless force)."""
+    from a3c_graph import exporting
+
+    with usage_as_value_error(), environment_as_found():
+        return str(exporting.export_policy(os.fspath(logdir), os.fspath(out), checkpoint,
+                                           force))
+
+
 def as_flags(options: Mapping[str, Any], switches: Sequence[str] = ()) -> list[str]:
     """Keyword arguments as a command's flags: name_x=v is --name-x=v (one token, so a
     negative number is not read as a flag), a tuple comma-separated, None left out, a bool
