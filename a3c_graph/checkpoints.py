@@ -72,9 +72,11 @@ def read_run_config(logdir: str) -> A3CConfig | None:
     unknown = sorted(set(values) - known)
     if unknown:
         raise CheckpointError(f"{path} is not an a3c_graph config: unknown field {unknown[0]!r}")
-    for name in ("hidden_sizes", "conv_filters"):  # JSON has lists where the config has tuples
-        if isinstance(values.get(name), list):
+    for name in ("hidden_sizes", "conv_filters", "conv_kernel", "conv_stride"):
+        if isinstance(values.get(name), list):  # JSON has lists where the config has tuples
             values[name] = tuple(values[name])
+        elif isinstance(values.get(name), int):  # a run of a version with one stride for all
+            values[name] = (values[name],)
     try:
         config = A3CConfig(**values)
         config.validate()
@@ -199,7 +201,7 @@ def network_differences(there: A3CConfig, here: A3CConfig,
         shown = [c.policy if c.policy == kind else f"{c.policy} ({kind})"
                  for c, kind in zip((there, here), kinds)]
         differences.append(("policy", *shown))
-    for name in ("hidden_sizes", "conv_filters", "conv_stride", "lstm_size"):
+    for name in ("hidden_sizes", "conv_filters", "conv_kernel", "conv_stride", "lstm_size"):
         if name in settings[0] and name in settings[1]:  # a setting both networks have
             values = [s[name] for s in settings]
             if str(values[0]) != str(values[1]):

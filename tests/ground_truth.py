@@ -178,8 +178,9 @@ def image_pixels(obs):
 
 def conv_same(x, kernel, biases, stride: int):
     """x [N, C, H, W] -> [N, F, ceil(H / s), ceil(W / s)]: each output pixel (i, j) is the sum
-    over the 3x3 window at rows i*s + dr - top, columns j*s + dc - left (zero outside the
-    image) of x times kernel [dr, dc, C, F], plus the biases [F]."""
+    over the k x k window (k: the kernel's size) at rows i*s + dr - top, columns
+    j*s + dc - left (zero outside the image) of x times kernel [dr, dc, C, F], plus the
+    biases [F]."""
     num, _, height, width = x.shape
     size, filters = kernel.shape[0], kernel.shape[3]
     out_h, out_w = -(-height // stride), -(-width // stride)
@@ -198,15 +199,16 @@ def conv_same(x, kernel, biases, stride: int):
     return out
 
 
-def cnn_torso(weights: dict, obs, stride: int):
+def cnn_torso(weights: dict, obs, stride):
     """Features [N, F] of image observations: ELU convolutions torso/conv0, conv1, ... at
-    `stride`, the feature maps flattened row by row with the channels innermost, then the ELU
-    dense layers torso/fc0, fc1, ..."""
+    `stride` (one for every layer, or a sequence: layer i's), the feature maps flattened row
+    by row with the channels innermost, then the ELU dense layers torso/fc0, fc1, ..."""
     x = image_pixels(obs)
     i = 0
     while f"torso/conv{i}/kernel" in weights:
+        layer_stride = stride if isinstance(stride, int) else stride[i]
         x = elu(conv_same(x, weights[f"torso/conv{i}/kernel"], weights[f"torso/conv{i}/biases"],
-                          stride))
+                          layer_stride))
         i += 1
     x = x.transpose(0, 2, 3, 1).reshape(len(x), -1)
     i = 0
@@ -233,7 +235,7 @@ def heads(weights: dict, features):
     return logits, values[:, 0]
 
 
-def cnn_forward(weights: dict, obs, stride: int):
+def cnn_forward(weights: dict, obs, stride):
     """logits [N, A] and values [N] of a3c_graph.core.model.ActorCriticCNN on images [N, ...]."""
     return heads(weights, cnn_torso(weights, obs, stride))
 

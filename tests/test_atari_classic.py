@@ -99,7 +99,7 @@ def test_one_env_of_the_classic_protocol_fires_after_reset_and_after_a_lost_life
 
 def test_evaluation_plays_whole_atari_games_as_one_batch(tmp_path):
     logdir = tmp_path / "run"
-    untrained_run(logdir, env=BREAKOUT, protocol="classic", conv_filters=(4,))
+    untrained_run(logdir, env=BREAKOUT, protocol="classic", conv_filters=(4, 4))
     played = subprocess.run(
         [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes",
          "3", "--sample"], capture_output=True, text=True, cwd=REPO, env=child_env(),

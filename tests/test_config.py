@@ -128,7 +128,8 @@ def test_config_to_argv_round_trips_awkward_values(field_name, value):
     ("target_return", math.nan, "--target-return must be a number (or inf: no target)"),
     ("target_return", -math.inf, "--target-return must be a number (or inf: no target)"),
     ("conv_filters", (16, 0), "--conv-filters must be positive numbers"),
-    ("conv_stride", 0, "--conv-stride must be at least 1"),
+    ("conv_stride", (0,), "--conv-stride must be one positive number, or one per layer"),
+    ("conv_kernel", (3, 3), "--conv-kernel must be one positive number, or one per layer"),
     ("intra_op_threads", -1, "--intra-op-threads must be 0 or more, got -1"),
 ])
 def test_validate_names_the_flag_of_a_bad_value(field_name, bad_value, message):

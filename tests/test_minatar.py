@@ -96,7 +96,7 @@ def test_env_batch_steps_bool_boards_and_counts_bricks_as_reward():
 
 def test_minatar_ids_pick_the_minatar_preset_and_its_small_cnn():
     config = resolve_config({"env": BREAKOUT})
-    assert config.conv_filters == (16,) and config.conv_stride == 1
+    assert config.conv_filters == (16,) and config.conv_stride == (1,)
     assert config.hidden_sizes == (128,)
     assert config.max_steps == 5_000_000
     assert config.target_return == math.inf  # no target: the score at the budget counts

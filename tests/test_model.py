@@ -115,6 +115,22 @@ IMAGE_CASES = [
 ]
 
 
+def test_a_cnn_of_other_kernels_and_strides_per_layer_is_the_numpy_forward_pass():
+    # The classic protocol's shape of network (8x8 at stride 4, then 4x4 at stride 2), small.
+    network = ActorCriticCNN((3, 17, 14), 3, (6,), "net", conv_filters=(4, 5),
+                             conv_kernel=(5, 3), conv_stride=(3, 2))
+    obs = observations([4, 3, 17, 14], np.uint8)
+    weights = random_weights(network, seed=2)
+    assert weights["torso/conv0/kernel"].shape == (5, 5, 3, 4)
+    outputs = network(tf.constant(obs))
+    with tf1.Session() as session:
+        session.run(assign(network, weights))
+        logits, values = session.run(outputs)
+    want_logits, want_values = ground_truth.cnn_forward(weights, obs, (3, 2))
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(values, want_values, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("obs_shape, dtype, conv_filters, stride", IMAGE_CASES,
                          ids=["uint8-stride2", "uint8-stride1", "bool", "uint8-2d", "float32"])
 def test_cnn_outputs_are_the_numpy_forward_pass(obs_shape, dtype, conv_filters, stride):

@@ -22,12 +22,12 @@ IMAGE = (3, 7, 5)  # C, H, W
 NETWORKS = {  # (config flags, observation shape, actions)
     "mlp": ({"hidden_sizes": (6, 5)}, (4,), 2),
     "mlp of an image": ({"policy": "mlp", "hidden_sizes": (6,)}, IMAGE, 3),
-    "cnn": ({"conv_filters": (4, 6), "conv_stride": 2, "hidden_sizes": (5,)}, IMAGE, 3),
-    "cnn of one channel": ({"conv_filters": (2,), "conv_stride": 3, "hidden_sizes": (3,)},
+    "cnn": ({"conv_filters": (4, 6), "conv_stride": (2,), "hidden_sizes": (5,)}, IMAGE, 3),
+    "cnn of one channel": ({"conv_filters": (2,), "conv_stride": (3,), "hidden_sizes": (3,)},
                            (7, 5), 4),
     "lstm, mlp torso": ({"policy": "lstm", "lstm_size": 7, "hidden_sizes": (6,)}, (4,), 2),
     "lstm, cnn torso": ({"policy": "lstm", "lstm_size": 5, "conv_filters": (4,),
-                         "conv_stride": 2, "hidden_sizes": (6,)}, IMAGE, 3),
+                         "conv_stride": (2,), "hidden_sizes": (6,)}, IMAGE, 3),
 }
 
 

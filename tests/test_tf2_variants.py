@@ -195,6 +195,7 @@ def consistent_rollout(config: A3CConfig, obs_shape: tuple, obs_dtype, num_actio
     rollout["next_obs"][:-1][goes_on] = rollout["obs"][1:][goes_on]
     done = rollout["terminated"] | rollout["truncated"]
     rollout["episode_returns"] = np.where(done, rng.normal(size=(T, B)), 0.0).astype(np.float32)
+    rollout["episode_lengths"] = np.where(done, rng.integers(1, 500, (T, B)), 0).astype(np.int32)
     return rollout
 
 

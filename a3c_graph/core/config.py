@@ -92,9 +92,12 @@ class A3CConfig:
                      "picks cnn for image observations, else mlp.", choices=POLICY_CHOICES)
     hidden_sizes: tuple = _f((64, 64), "Hidden layer widths: of each MLP tower, or the fully "
                              "connected layers after the cnn's convolutions.", parse=int)
-    conv_filters: tuple = _f((32, 32, 32, 32), "Filters of each 3x3 convolution of the cnn "
+    conv_filters: tuple = _f((32, 32, 32, 32), "Filters of each convolution of the cnn "
                              "torso, one number per layer.", parse=int)
-    conv_stride: int = _f(2, "Stride of the cnn torso's convolutions.")
+    conv_kernel: tuple = _f((3,), "Kernel size of the cnn torso's convolutions: one number "
+                            "per layer, or one for every layer.", parse=int)
+    conv_stride: tuple = _f((2,), "Stride of the cnn torso's convolutions: one number per "
+                            "layer, or one for every layer.", parse=int)
     lstm_size: int = _f(64, "Units of the LSTM of --policy lstm.")
     normalize_advantages: bool = _f(
         False, "Normalize advantages per rollout batch (scales noise up to a full-size "
@@ -135,7 +138,7 @@ class A3CConfig:
     def validate(self) -> None:
         """Raise ValueError with one clear sentence for a setting no run can use."""
         positive_ints = ("envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
-                         "max_steps", "lstm_size", "conv_stride", "frame_stack")
+                         "max_steps", "lstm_size", "frame_stack")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")
@@ -170,6 +173,12 @@ class A3CConfig:
             raise ValueError(f"--hidden-sizes must be positive widths, got {self.hidden_sizes}")
         if not self.conv_filters or any(f < 1 for f in self.conv_filters):
             raise ValueError(f"--conv-filters must be positive numbers, got {self.conv_filters}")
+        for name in ("conv_kernel", "conv_stride"):
+            value = getattr(self, name)
+            if len(value) not in (1, len(self.conv_filters)) or any(v < 1 for v in value):
+                raise ValueError(f"--{_flag(name)} must be one positive number, or one per "
+                                 f"layer of --conv-filters ({len(self.conv_filters)}), "
+                                 f"got {_show(value)}")
         if self.target_return is not None and (math.isnan(self.target_return)
                                                or self.target_return == -math.inf):
             raise ValueError(f"--target-return must be a number (or inf: no target), got "
@@ -213,7 +222,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "grad_clip_norm": 40.0,
         "hidden_sizes": (128,),
         "conv_filters": (16,),
-        "conv_stride": 1,
+        "conv_stride": (1,),
         "max_steps": 5_000_000,
         "max_seconds": 3600.0,
         "checkpoint_secs": 60.0,
@@ -223,6 +232,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 # ALE specs have no reward_threshold: the atari preset's --target-return per game; any other
 # game has none and trains to its budget (a score to compare with is a line on its curve).
 ATARI_TARGET_RETURNS = {"Pong": 18.0}
+# What the classic protocol changes in the atari preset: no sticky actions, and the frames
+# and network of the A3C paper's feed-forward agent (Mnih et al. 2016, as DQN's frames): 84x84,
+# 16 8x8 filters at stride 4, 32 4x4 at stride 2, 256 units. At 42x42 Breakout's ball is
+# under a pixel wide (docs/learning.md, "The classic games").
+CLASSIC_PROTOCOL = {"repeat_action_probability": 0.0, "screen_size": 84,
+                    "conv_filters": (16, 32), "conv_kernel": (8, 4), "conv_stride": (4, 2)}
 # The atari preset's --max-steps is its protocol's budget, over which the learning rate
 # anneals: with sticky actions (ALE v5; Machado et al. 2018 report at 10M, 50M, 100M and 200M
 # frames) 50M frames, about the hour of the Pong goal on two cores; without them (the A3C
@@ -267,7 +282,7 @@ def preset_values(preset: str, env: str, repeat_action_probability: float | None
         game = env.split("/", 1)[-1].split("-", 1)[0]  # "ALE/Pong-v5" -> "Pong"
         values["target_return"] = ATARI_TARGET_RETURNS.get(game, math.inf)
         if protocol == "classic":
-            values["repeat_action_probability"] = 0.0
+            values.update(CLASSIC_PROTOCOL)
         if repeat_action_probability is None:
             repeat_action_probability = values["repeat_action_probability"]
         values["max_steps"] = ATARI_MAX_STEPS[

@@ -6,8 +6,10 @@ N refers to any batch of observations (the rollout's T * B, or B envs stepped to
 
 Three networks, picked by build_network from --policy and the observation shape:
   ActorCriticMLP   vector observations: separate tanh policy and value towers
-  ActorCriticCNN   images: 3x3 convolutions with ELU (--conv-filters, --conv-stride: four
-                   of 32 filters at stride 2 for Atari, one of 16 at stride 1 for MinAtar),
+  ActorCriticCNN   images: convolutions with ELU (--conv-filters, --conv-kernel,
+                   --conv-stride: four 3x3 of 32 filters at stride 2 for Atari at 42x42, the
+                   A3C paper's 8x8/4 and 4x4/2 at 84x84 on the classic protocol, one 3x3 of
+                   16 at stride 1 for MinAtar),
                    then the --hidden-sizes layers, shared by the policy and value heads
   ActorCriticLSTM  the mlp or cnn torso, then an LSTM; its state is carried by the caller
                    (recurrent = True: step(obs, state) and unroll(...) instead of __call__)
@@ -122,6 +124,7 @@ class ActorCriticMLP:
 
 # The cnn torso's convolutions when none are given: four of 32 filters at stride 2 (Atari).
 CONV_FILTERS = (32, 32, 32, 32)
+CONV_KERNEL = 3
 CONV_STRIDE = 2
 LSTM_FORGET_BIAS = 1.0  # starts the LSTM remembering (Jozefowicz et al. 2015)
 
@@ -187,23 +190,21 @@ def _image_input(observations, obs_shape):
 
 
 class _CNNTorso:
-    """3x3 ELU convolutions of conv_filters[i] filters at conv_stride (SAME padding), then
-    ELU dense layers: [N, F]."""
+    """ELU convolutions (network_spec.ConvLayer: filters, kernel size, stride; SAME padding),
+    then ELU dense layers: [N, F]."""
 
     def __init__(self, vars_: _Variables, obs_shape, num_hidden: int,
-                 conv_filters: Sequence[int], conv_stride: int):
+                 conv: Sequence[network_spec.ConvLayer]):
         self.obs_shape = tuple(obs_shape)
-        self.stride = conv_stride
-        self.convs = [(vars_.get(f"conv{i}/kernel"), vars_.get(f"conv{i}/biases", zeros=True))
-                      for i in range(len(conv_filters))]
-        self.flat_size = math.prod(
-            network_spec.conv_output_shapes(obs_shape, conv_filters, conv_stride)[-1])
+        self.convs = [(vars_.get(f"conv{i}/kernel"), vars_.get(f"conv{i}/biases", zeros=True),
+                       layer.stride) for i, layer in enumerate(conv)]
+        self.flat_size = math.prod(network_spec.conv_output_shapes(obs_shape, conv)[-1])
         self.layers = _dense_stack(vars_, "", num_hidden)
 
     def __call__(self, observations):
         x = _image_input(observations, self.obs_shape)
-        for kernel, biases in self.convs:
-            x = tf.nn.elu(tf.nn.conv2d(x, kernel, self.stride, "SAME") + biases)
+        for kernel, biases, stride in self.convs:
+            x = tf.nn.elu(tf.nn.conv2d(x, kernel, stride, "SAME") + biases)
         x = tf.reshape(x, [-1, self.flat_size])
         for weights, biases in self.layers:
             x = tf.nn.elu(tf.matmul(x, weights) + biases)
@@ -224,10 +225,10 @@ class _MLPTorso:
         return x
 
 
-def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, conv_filters, conv_stride):
+def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, conv):
     with vars_.scope("torso"):
         if kind == "cnn":
-            return _CNNTorso(vars_, obs_shape, len(hidden_sizes), conv_filters, conv_stride)
+            return _CNNTorso(vars_, obs_shape, len(hidden_sizes), conv)
         return _MLPTorso(vars_, obs_shape, len(hidden_sizes))
 
 
@@ -255,15 +256,18 @@ class ActorCriticCNN:
 
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
                  scope: str, local: bool = False, variable_factory=graph_variable,
-                 conv_filters: Sequence[int] = CONV_FILTERS, conv_stride: int = CONV_STRIDE):
+                 conv_filters: Sequence[int] = CONV_FILTERS,
+                 conv_kernel: Sequence[int] | int = CONV_KERNEL,
+                 conv_stride: Sequence[int] | int = CONV_STRIDE):
         self.num_actions = num_actions
+        conv = network_spec.conv_layers(conv_filters, conv_kernel, conv_stride)
         vars_ = _Variables(network_spec.cnn_variables(obs_shape, num_actions, hidden_sizes,
-                                                      conv_filters, conv_stride),
+                                                      conv),
                            variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, conv_filters, conv_stride)
+            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, conv)
             self.heads = _Heads(vars_)
         self.variables = vars_.all_created()
 
@@ -333,18 +337,19 @@ class ActorCriticLSTM:
     def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
                  lstm_size: int, torso: str, scope: str, local: bool = False,
                  variable_factory=graph_variable, conv_filters: Sequence[int] = CONV_FILTERS,
-                 conv_stride: int = CONV_STRIDE):
+                 conv_kernel: Sequence[int] | int = CONV_KERNEL,
+                 conv_stride: Sequence[int] | int = CONV_STRIDE):
         self.num_actions = num_actions
         self.lstm_size = lstm_size
         self.state_shape = (2, lstm_size)
+        conv = network_spec.conv_layers(conv_filters, conv_kernel, conv_stride)
         vars_ = _Variables(network_spec.lstm_variables(obs_shape, num_actions, hidden_sizes,
-                                                       lstm_size, torso, conv_filters,
-                                                       conv_stride),
+                                                       lstm_size, torso, conv),
                            variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, conv_filters, conv_stride)
+            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, conv)
             self.lstm_kernel = vars_.get("lstm/kernel", 1.0)
             self.lstm_biases = vars_.get("lstm/biases", zeros=True)
             self.heads = _Heads(vars_)
@@ -417,7 +422,8 @@ def build_network(obs_shape, num_actions, config, scope: str, local: bool = Fals
 
 def conv_settings(config) -> dict:
     """The cnn torso's keyword arguments an A3CConfig sets."""
-    return {"conv_filters": tuple(config.conv_filters), "conv_stride": config.conv_stride}
+    return {"conv_filters": tuple(config.conv_filters), "conv_kernel": config.conv_kernel,
+            "conv_stride": config.conv_stride}
 
 
 def assign_op(network, values, name: str):

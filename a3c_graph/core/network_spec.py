@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from a3c_graph.core.config import resolve_policy
 
-CONV_KERNEL = 3  # the cnn torso's convolutions are 3x3
 Variables = list[tuple[str, tuple[int, ...]]]
 
 
@@ -38,12 +38,14 @@ def torso_kind(policy: str, obs_shape: Sequence[int]) -> str:
 def network_settings(config, obs_shape: Sequence[int]) -> dict[str, object]:
     """The flags of `config` (an A3CConfig) the variables follow from, beside the env's
     observation shape and number of actions: {"policy": the network's kind, "hidden_sizes",
-    then "conv_filters" and "conv_stride" for a cnn torso and "lstm_size" for the lstm}.
-    Every other flag leaves the variables as they are."""
+    then "conv_filters", "conv_kernel" and "conv_stride" for a cnn torso and "lstm_size" for
+    the lstm}. Every other flag leaves the variables as they are."""
     kind = network_kind(config.policy, obs_shape)
     settings: dict[str, object] = {"policy": kind, "hidden_sizes": tuple(config.hidden_sizes)}
     if torso_kind(config.policy, obs_shape) == "cnn":
-        settings.update(conv_filters=tuple(config.conv_filters), conv_stride=config.conv_stride)
+        settings.update(conv_filters=tuple(config.conv_filters),
+                        conv_kernel=tuple(config.conv_kernel),
+                        conv_stride=tuple(config.conv_stride))
     if kind == "lstm":
         settings["lstm_size"] = config.lstm_size
     return settings
@@ -55,7 +57,7 @@ def network_variables(config, obs_shape: Sequence[int], num_actions: int) -> Var
     kind = network_kind(config.policy, obs_shape)
     if kind == "mlp":
         return mlp_variables(obs_shape, num_actions, config.hidden_sizes)
-    conv = {"conv_filters": config.conv_filters, "conv_stride": config.conv_stride}
+    conv = {"conv": conv_layers(config.conv_filters, config.conv_kernel, config.conv_stride)}
     if kind == "cnn":
         return cnn_variables(obs_shape, num_actions, config.hidden_sizes, **conv)
     return lstm_variables(obs_shape, num_actions, config.hidden_sizes, config.lstm_size,
@@ -81,19 +83,18 @@ def mlp_variables(obs_shape: Sequence[int], num_actions: int,
 
 
 def cnn_variables(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                  conv_filters: Sequence[int], conv_stride: int) -> Variables:
-    """ActorCriticCNN: the cnn torso, then the policy and value heads."""
-    torso, features = cnn_torso(obs_shape, hidden_sizes, conv_filters, conv_stride)
+                  conv: Sequence[ConvLayer]) -> Variables:
+    """ActorCriticCNN: the cnn torso of convolutions `conv`, then the policy and value heads."""
+    torso, features = cnn_torso(obs_shape, hidden_sizes, conv)
     return torso + heads(features, num_actions)
 
 
 def lstm_variables(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                   lstm_size: int, torso: str, conv_filters: Sequence[int] = (),
-                   conv_stride: int = 1) -> Variables:
+                   lstm_size: int, torso: str, conv: Sequence[ConvLayer] = ()) -> Variables:
     """ActorCriticLSTM: the `torso` ("mlp" or "cnn"), an LSTM of `lstm_size` units (kernel
     [F + H, 4H], biases [4H]), then the policy and value heads."""
     if torso == "cnn":
-        variables, features = cnn_torso(obs_shape, hidden_sizes, conv_filters, conv_stride)
+        variables, features = cnn_torso(obs_shape, hidden_sizes, conv)
     else:
         variables, features = dense_stack("torso/", math.prod(obs_shape), hidden_sizes)
     variables += [("lstm/kernel", (features + lstm_size, 4 * lstm_size)),
@@ -114,28 +115,49 @@ def dense_stack(prefix: str, in_size: int, sizes: Sequence[int]) -> tuple[Variab
     return variables, in_size
 
 
-def conv_output_shapes(obs_shape: Sequence[int], conv_filters: Sequence[int],
-                       conv_stride: int) -> list[tuple[int, int, int]]:
+class ConvLayer(NamedTuple):
+    """One convolution of the cnn torso: `filters` square kernels of `kernel` pixels, moved
+    by `stride`."""
+
+    filters: int
+    kernel: int
+    stride: int
+
+
+def conv_layers(conv_filters: Sequence[int], conv_kernel: Sequence[int] | int,
+                conv_stride: Sequence[int] | int) -> list[ConvLayer]:
+    """The convolutions --conv-filters, --conv-kernel and --conv-stride describe: a kernel
+    size or stride given once holds for every layer."""
+    def per_layer(value):
+        values = (value,) if isinstance(value, int) else tuple(value)
+        return values * len(conv_filters) if len(values) == 1 else values
+    return [ConvLayer(*layer) for layer in zip(conv_filters, per_layer(conv_kernel),
+                                               per_layer(conv_stride))]
+
+
+def conv_output_shapes(obs_shape: Sequence[int],
+                       conv: Sequence[ConvLayer]) -> list[tuple[int, int, int]]:
     """(height, width, channels) of the input and of each convolution's output (SAME
     padding: each side shrinks to ceil(side / stride)); a [H, W] image has one channel."""
     channels = 1 if len(obs_shape) == 2 else obs_shape[0]
     height, width = obs_shape[-2:]
     shapes = [(height, width, channels)]
-    for filters in conv_filters:
-        height, width = -(-height // conv_stride), -(-width // conv_stride)
-        shapes.append((height, width, filters))
+    for layer in conv:
+        height, width = -(-height // layer.stride), -(-width // layer.stride)
+        shapes.append((height, width, layer.filters))
     return shapes
 
 
 def cnn_torso(obs_shape: Sequence[int], hidden_sizes: Sequence[int],
-              conv_filters: Sequence[int], conv_stride: int) -> tuple[Variables, int]:
-    """The cnn torso's torso/conv0, conv1, ... (kernel [3, 3, in, out], biases [out]) and
+              conv: Sequence[ConvLayer]) -> tuple[Variables, int]:
+    """The cnn torso's torso/conv0, conv1, ... (kernel [k, k, in, out], biases [out]) and
     its dense layers torso/fc0, ... on the flattened last convolution: (variables, features)."""
-    shapes = conv_output_shapes(obs_shape, conv_filters, conv_stride)
+    shapes = conv_output_shapes(obs_shape, conv)
     variables: Variables = []
-    for i, filters in enumerate(conv_filters):
-        variables += [(f"torso/conv{i}/kernel", (CONV_KERNEL, CONV_KERNEL, shapes[i][2], filters)),
-                      (f"torso/conv{i}/biases", (filters,))]
+    for i, layer in enumerate(conv):
+        variables += [(f"torso/conv{i}/kernel",
+                       (layer.kernel, layer.kernel, shapes[i][2], layer.filters)),
+                      (f"torso/conv{i}/biases", (layer.filters,))]
     dense, features = dense_stack("torso/", math.prod(shapes[-1]), hidden_sizes)
     return variables + dense, features
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from a3c_graph.core.config import A3CConfig, is_atari, is_minatar
 from a3c_graph.core.network_spec import (
+    conv_layers,
     conv_output_shapes,
     network_kind,
     parameter_count,
@@ -73,8 +74,8 @@ def activation_count(config: A3CConfig, obs_shape: Sequence[int], num_actions: i
         return 2 * sum(config.hidden_sizes) + num_actions + 1
     count = 0
     if torso_kind(config.policy, obs_shape) == "cnn":  # the image and each convolution's output
-        count = sum(math.prod(shape) for shape in conv_output_shapes(
-            obs_shape, config.conv_filters, config.conv_stride))
+        count = sum(math.prod(shape) for shape in conv_output_shapes(obs_shape, conv_layers(
+            config.conv_filters, config.conv_kernel, config.conv_stride)))
     count += sum(config.hidden_sizes)
     if kind == "lstm":
         count += 6 * config.lstm_size  # four gates, the cell and the output

@@ -1,6 +1,7 @@
 """What TF's compute options do for the network's own passes: a probe.
 
     python -m benchmarks.probes.network_options [--env ALE/Pong-v5] [--repeats 3]
+        [--envs-per-worker B] [--rollout-length T] [--ops]
 
 Times the env's preset network (Atari: the 42x42 cnn) the two ways a worker runs it: the
 acting step (the policy's forward pass and sampling over one actor's B observations) and
@@ -8,7 +9,10 @@ the learner's pass (forward and backward over T x B), microseconds per observati
 intra-op thread as the worker's sessions, each option in a process of its own (oneDNN's
 settings are read once per process):
 
-  float32           the default: TF's oneDNN kernels in float32
+  oneDNN off        TF_ENABLE_ONEDNN_OPTS=0: TF's own kernels (Eigen's Conv2D, separate
+                    bias adds, ELUs and layout transposes), what TF 2.21's pip build ran
+                    here until process_env turned oneDNN on
+  float32           the default: TF's fused oneDNN kernels in float32
   grappler bf16     the session's auto_mixed_precision_onednn_bfloat16 rewrite: the
                     convolutions and matmuls in bfloat16, the weights stay float32
   oneDNN fpmath bf16  ONEDNN_DEFAULT_FPMATH_MODE=BF16: oneDNN may compute float32
@@ -17,6 +21,9 @@ settings are read once per process):
 
 Each figure is the median of --repeats timings (200 acting steps, 50 learner passes each)
 after a warm-up; the options run interleaved, so a change in the machine's load hits all.
+B and T are the preset's unless given. --ops also prints where each pass's time goes under
+oneDNN off and float32: TF's step stats of 5 traced runs (RunOptions FULL_TRACE), by op type,
+microseconds per observation: the per-sample work of the network, op by op.
 """
 
 from __future__ import annotations
@@ -29,13 +36,17 @@ import subprocess
 import sys
 import time
 
+from a3c_graph import process_env
+
 PROG = "benchmarks.probes.network_options"
-OPTIONS = {"float32": {}, "grappler bf16": {}, "oneDNN fpmath bf16":
-           {"ONEDNN_DEFAULT_FPMATH_MODE": "BF16"}, "XLA": {}}
+OPTIONS = {"oneDNN off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "float32": {}, "grappler bf16": {},
+           "oneDNN fpmath bf16": {"ONEDNN_DEFAULT_FPMATH_MODE": "BF16"}, "XLA": {}}
+TRACED = ("oneDNN off", "float32")
 
 
-def time_passes(env_id: str, option: str) -> dict[str, float]:
-    """us per observation of the acting step and of the learner's pass under `option`."""
+def time_passes(env_id: str, option: str, shape: dict, ops: bool = False) -> dict:
+    """us per observation of the acting step and of the learner's pass under `option`, and
+    with `ops` each pass's traced op types ("acting ops", "learner ops")."""
     import numpy as np
     import tensorflow as tf
     from tensorflow.core.protobuf import rewriter_config_pb2
@@ -47,7 +58,7 @@ def time_passes(env_id: str, option: str) -> dict[str, float]:
 
     tf1 = tf.compat.v1
     tf1.disable_eager_execution()
-    config = resolve_config({"env": env_id})
+    config = resolve_config({"env": env_id, **shape})
     info = env_info(env_id, **env_options(config))
     session_config = tf1.ConfigProto(intra_op_parallelism_threads=1,
                                      inter_op_parallelism_threads=2)
@@ -57,6 +68,21 @@ def time_passes(env_id: str, option: str) -> dict[str, float]:
     elif option == "XLA":
         session_config.graph_options.optimizer_options.global_jit_level = \
             tf1.OptimizerOptions.ON_1
+
+    def traced_ops(session, op, N: int) -> dict[str, float]:
+        by_type: dict[str, float] = {}
+        for _ in range(5):
+            metadata = tf1.RunMetadata()
+            session.run(op, options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
+                        run_metadata=metadata)
+            for device in metadata.step_stats.dev_stats:
+                for node in device.node_stats:
+                    label = node.timeline_label
+                    kind = label.split("=")[-1].split("(")[0].strip() if "=" in label else \
+                        node.node_name
+                    micros = node.op_end_rel_micros - node.op_start_rel_micros
+                    by_type[kind] = by_type.get(kind, 0.0) + micros / 5 / N
+        return dict(sorted(by_type.items(), key=lambda item: -item[1]))
 
     def per_observation(N: int, learn: bool, repeats: int) -> float:
         with tf.Graph().as_default():
@@ -80,27 +106,42 @@ def time_passes(env_id: str, option: str) -> dict[str, float]:
                 start = time.perf_counter()
                 for _ in range(repeats):
                     session.run(op)
-                return (time.perf_counter() - start) / repeats / N * 1e6
+                timing = (time.perf_counter() - start) / repeats / N * 1e6
+                if ops:
+                    found[("learner" if learn else "acting") + " ops"] = traced_ops(
+                        session, op, N)
+                return timing
 
+    found: dict = {}
     B, T = config.envs_per_worker, config.rollout_length
     return {"acting": per_observation(B, False, 200),
-            "learner": per_observation(T * B, True, 50)}
+            "learner": per_observation(T * B, True, 50), **found}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="ALE/Pong-v5")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--envs-per-worker", type=int, default=None, metavar="B")
+    parser.add_argument("--rollout-length", type=int, default=None, metavar="T")
+    parser.add_argument("--ops", action="store_true",
+                        help="Also print each pass's time by op type (oneDNN off, float32).")
     parser.add_argument("--option", choices=list(OPTIONS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    shape = {k: v for k, v in (("envs_per_worker", args.envs_per_worker),
+                               ("rollout_length", args.rollout_length)) if v}
     if args.option:  # the child: one option, one line of JSON
-        print(json.dumps(time_passes(args.env, args.option)))
+        process_env.before_tf_import()  # the tasks' settings, where the option sets none
+        print(json.dumps(time_passes(args.env, args.option, shape,
+                                     args.ops and args.option in TRACED)))
         return 0
-    timings: dict[str, list[dict[str, float]]] = {option: [] for option in OPTIONS}
+    timings: dict[str, list[dict]] = {option: [] for option in OPTIONS}
+    extra = [f"--{k.replace('_', '-')}={v}" for k, v in shape.items()]
     for _ in range(args.repeats):
         for option, env in OPTIONS.items():
             child = subprocess.run(
-                [sys.executable, "-m", PROG, "--env", args.env, "--option", option],
+                [sys.executable, "-m", PROG, "--env", args.env, "--option", option, *extra,
+                 *(["--ops"] if args.ops else [])],
                 capture_output=True, text=True, env={**os.environ, **env})
             if child.returncode != 0:
                 print(f"{PROG}: error: {option}: {child.stderr.strip()[-300:]}",
@@ -114,6 +155,13 @@ def main(argv=None) -> int:
         acting = statistics.median(run["acting"] for run in runs)
         learner = statistics.median(run["learner"] for run in runs)
         print(f"| {option} | {acting:.1f} | {learner:.1f} |")
+    if args.ops:
+        for option in TRACED:
+            last = timings[option][-1]
+            for part in ("acting ops", "learner ops"):
+                print(f"\n{option}, {part} (us per observation, top 8):")
+                for kind, micros in list(last[part].items())[:8]:
+                    print(f"  {kind:36s} {micros:8.1f}")
     return 0
 
 
