@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO, child_env, untrained_run
+from conftest import REPO, child_env, run_launcher, untrained_run
 
 pytest.importorskip("ale_py", reason="the atari extra is not installed: "
                                       "pip install -e '.[atari]'")
@@ -112,3 +112,20 @@ def test_evaluation_plays_whole_atari_games_as_one_batch(tmp_path):
     assert summary["episodes"] == 3 and len(summary["returns"]) == 3
     assert all(frames % 4 == 0 and frames > 0 for frames in summary["frames"])
     assert summary["std_return"] >= 0
+
+
+@pytest.mark.e2e
+def test_breakout_on_the_classic_protocol_trains_to_its_budget_through_the_launcher(tmp_path):
+    """The launcher's command plus the protocol: no target asked for, none refused."""
+    logdir = tmp_path / "run"
+    result = run_launcher(
+        "--env", BREAKOUT, "--protocol", "classic", "--workers", "1", "--envs-per-worker", "2",
+        "--rollout-length", "8", "--max-steps", "800", "--progress-secs", "1",
+        "--conv-filters", "4,4", "--hidden-sizes", "8", logdir=logdir, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "target return none (runs to its budget)" in result.stdout
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 800
+    config = json.loads((logdir / "config.json").read_text())
+    assert config["protocol"] == "classic" and config["repeat_action_probability"] == 0.0
+    assert config["screen_size"] == 84 and config["conv_stride"] == [4, 2]

@@ -10,23 +10,27 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 from conftest import REPO, child_env, untrained_run
 
 IMAGE_BANDIT = "tests.image_env:ImageBandit-v0"
 
-# Plain TF2, eager, and no a3c_graph: what a colleague's script does with the SavedModel.
+# Plain TF2, eager, and no a3c_graph: what a colleague's script does with a SavedModel. Every
+# case's model in one process: [(dir, dtype, feed)] on stdin, their outputs on stdout.
 LOAD = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
-    act = tf.saved_model.load(sys.argv[1]).signatures["act"]
-    feed = {k: tf.constant(np.array(v, dtype=np.float32 if k == "state" else sys.argv[2]))
-            for k, v in json.loads(sys.stdin.read()).items()}
-    out = act(**feed)
+    results = []
+    for path, dtype, feed in json.loads(sys.stdin.read()):
+        act = tf.saved_model.load(path).signatures["act"]
+        out = act(**{k: tf.constant(np.array(v, dtype=np.float32 if k == "state" else dtype))
+                     for k, v in feed.items()})
+        results.append({k: v.numpy().tolist() for k, v in out.items()})
     assert not [m for m in sys.modules if m.startswith("a3c_graph")]
-    print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+    print(json.dumps(results))
 """)
+CASES = {"mlp": ("CartPole-v1", "auto"), "cnn": (IMAGE_BANDIT, "auto"),
+         "lstm": (IMAGE_BANDIT, "lstm")}
 
 
 def export(*args: str) -> subprocess.CompletedProcess:
@@ -59,38 +63,40 @@ def graph_outputs(logdir, observations, state=None) -> dict:
     return {"logits": logits, "state": after}
 
 
-@pytest.mark.parametrize("env, policy", [("CartPole-v1", "auto"), (IMAGE_BANDIT, "auto"),
-                                         (IMAGE_BANDIT, "lstm")], ids=["mlp", "cnn", "lstm"])
-def test_the_saved_model_gives_the_graphs_outputs_in_plain_tf2(tmp_path, env, policy):
-    logdir, out = tmp_path / "run", tmp_path / "exported"
-    untrained_run(logdir, env=env, policy=policy, conv_filters=(4,), lstm_size=8)
-    exported = export("--logdir", str(logdir), "--out", str(out))
-    assert exported.returncode == 0, exported.stderr[-2000:]
-    summary = json.loads(exported.stdout.strip().splitlines()[-1])
-    metadata = json.loads((out / "assets.extra" / "policy.json").read_text())
-    assert summary["env"] == metadata["env"] == env
-    assert metadata["recurrent"] == (policy == "lstm")
+def test_the_saved_models_give_the_graphs_outputs_in_plain_tf2(tmp_path):
+    """The MLP, the CNN and the LSTM (on the image bandit), exported and run by plain TF2."""
+    from a3c_graph.exporting import export_policy
 
     rng = np.random.default_rng(0)
-    shape, dtype = metadata["observation_shape"], metadata["observation_dtype"]
-    observations = (rng.integers(0, 256, [5, *shape]) if dtype == "uint8"
-                    else rng.normal(size=[5, *shape])).astype(dtype)
-    feed = {"observations": observations.tolist()}
-    state = None
-    if metadata["recurrent"]:
-        state = rng.normal(size=[5, 2, 8]).astype(np.float32)
-        feed["state"] = state.tolist()
-    loaded = subprocess.run([sys.executable, "-c", LOAD, str(out), dtype], input=json.dumps(feed),
+    cases = []
+    for name, (env, policy) in CASES.items():
+        logdir, out = tmp_path / name, tmp_path / f"{name}-exported"
+        untrained_run(logdir, env=env, policy=policy, conv_filters=(4,), lstm_size=8)
+        export_policy(str(logdir), str(out))
+        metadata = json.loads((out / "assets.extra" / "policy.json").read_text())
+        assert metadata["env"] == env and metadata["recurrent"] == (policy == "lstm")
+        shape, dtype = metadata["observation_shape"], metadata["observation_dtype"]
+        observations = (rng.integers(0, 256, [5, *shape]) if dtype == "uint8"
+                        else rng.normal(size=[5, *shape])).astype(dtype)
+        feed = {"observations": observations.tolist()}
+        state = None
+        if metadata["recurrent"]:
+            state = rng.normal(size=[5, 2, 8]).astype(np.float32)
+            feed["state"] = state.tolist()
+        cases.append((logdir, metadata, observations, state, [str(out), dtype, feed]))
+    loaded = subprocess.run([sys.executable, "-c", LOAD],
+                            input=json.dumps([case[-1] for case in cases]),
                             capture_output=True, text=True, env=child_env(), timeout=300)
     assert loaded.returncode == 0, loaded.stderr[-2000:]
-    got = json.loads(loaded.stdout.strip().splitlines()[-1])
-    want = graph_outputs(logdir, observations, state)
-    np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
-    assert got["greedy_action"] == np.argmax(want["logits"], axis=-1).tolist()
-    assert all(0 <= a < metadata["num_actions"] for a in got["sampled_action"])
-    assert np.shape(got["value"]) == (5,)
-    if metadata["recurrent"]:
-        np.testing.assert_allclose(got["state"], want["state"], atol=1e-5)
+    results = json.loads(loaded.stdout.strip().splitlines()[-1])
+    for (logdir, metadata, observations, state, _), got in zip(cases, results):
+        want = graph_outputs(logdir, observations, state)
+        np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
+        assert got["greedy_action"] == np.argmax(want["logits"], axis=-1).tolist()
+        assert all(0 <= a < metadata["num_actions"] for a in got["sampled_action"])
+        assert np.shape(got["value"]) == (5,)
+        if metadata["recurrent"]:
+            np.testing.assert_allclose(got["state"], want["state"], atol=1e-5)
 
 
 def test_the_cli_lists_the_signature_and_the_example_plays_as_evaluate_plays(tmp_path):
