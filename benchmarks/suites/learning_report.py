@@ -1,0 +1,200 @@
+"""The learning suite's results (benchmarks.learning): the summary per task, results.json
+and results.md, and the plot of each task's curves (every seed and their median, against
+frames and against minutes)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from a3c_graph.progress import write_atomic
+from benchmarks.harness.report import median
+
+if TYPE_CHECKING:
+    from benchmarks.suites.learning import Task
+
+
+def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]:
+    summary = {}
+    for task in tasks:
+        runs = [r for r in records if r.get("task") == task.name]
+        if not runs:
+            continue
+        reached = [r for r in runs if r["reached"]]
+        row = {
+            "env": runs[0]["env"], "target": task.target, "seeds": len(runs),
+            "reached": len(reached),
+            "median_frames_to_target": median([r["frames_to_target"] for r in reached]),
+            "median_minutes_to_target": median([r["seconds_to_target"] / 60 for r in reached]),
+            "median_final_return": median([r["final_mean_return_100"] for r in runs]),
+            "median_frames": median([r["curve"]["frames"][-1] if r["curve"]["frames"] else None
+                                      for r in runs]),
+            "median_wall_minutes": median([r["wall_s"] / 60 for r in runs]),
+        }
+        if task.floor is not None:
+            row.update({"floor": task.floor, "held": sum(bool(r["held"]) for r in runs)})
+        if task.evaluation_games:
+            for mode in ("greedy", "sampled"):
+                row[f"median_{mode}_evaluation"] = median(
+                    [_evaluated(r, mode) for r in runs])
+        summary[task.name] = row
+    return summary
+
+
+def _evaluated(record: dict, mode: str) -> float | None:
+    """The mean return of the run's final checkpoint played `mode` (None if not played)."""
+    return (record.get("evaluation") or {}).get(mode, {}).get("mean_return")
+
+
+def _evaluation_cell(record: dict) -> str:
+    played = record.get("evaluation")
+    if not played:
+        return "-"
+    cells = []
+    for mode in ("greedy", "sampled"):
+        result = played.get(mode, {})
+        cells.append(f"error: {result['error']}" if "error" in result else
+                     f"{result['mean_return']:.1f} ({result['min_return']:g} to "
+                     f"{result['max_return']:g})")
+    return " / ".join(cells)
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value >= 1e5:
+        return f"{value / 1e6:.2f}M"
+    if isinstance(value, int) and value >= 1e5:
+        return f"{value / 1e6:.2f}M"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
+             records: Sequence[dict]) -> str:
+    lines = [f"# Learning suite: {settings['workers']} worker(s), {settings['seeds']} seed(s)",
+             "", "| task | env | target | seeds reaching it | median frames to target "
+             "| median minutes to target | median final mean return(100) | final checkpoint: "
+             "median greedy / sampled |", "|---|---|---:|---:|---:|---:|---:|---|"]
+    for name, row in summary.items():
+        played = ("-" if "median_greedy_evaluation" not in row else
+                  f"{_fmt(row['median_greedy_evaluation'])} / "
+                  f"{_fmt(row['median_sampled_evaluation'])}")
+        lines.append(f"| {name} | {row['env']} | {row['target']:g} | {row['reached']}/"
+                     f"{row['seeds']} | {_fmt(row['median_frames_to_target'])} | "
+                     f"{_fmt(row['median_minutes_to_target'])} | "
+                     f"{_fmt(row['median_final_return'])} | {played} |")
+    lines += ["", "Minutes are wall time from launch (start-up included); frames are agent "
+              "steps x the env's frame skip (4 for ALE, 1 elsewhere). The final mean is the "
+              "last reading of the run (the budget, or the stop at the target).", ""]
+    stability = [r for r in records if r.get("floor") is not None]
+    if stability:
+        lines += ["## Stability: after first reaching the target, never below the floor", "",
+                  "| task | seed | reached at (s) | lowest mean after | seconds below target "
+                  "after | lowest entropy | held |", "|---|---:|---:|---:|---:|---:|---|"]
+        for r in stability:
+            lines.append(f"| {r['task']} | {r['seed']} | {_fmt(r['seconds_to_target'])} | "
+                         f"{_fmt(r['lowest_mean_after_target'])} | "
+                         f"{_fmt(r['seconds_below_target_after'])} | "
+                         f"{_fmt(r['lowest_entropy'], 4)} | "
+                         f"{'yes' if r['held'] else 'NO'} (floor {r['floor']:g}) |")
+        lines.append("")
+    lines += ["## Runs", "", "| task | seed | reached | frames to target | minutes to target "
+              "| final mean | frames | agent steps/s | wall min | final checkpoint: "
+              "greedy / sampled |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in records:
+        minutes = None if r["seconds_to_target"] is None else r["seconds_to_target"] / 60
+        frames = r["curve"]["frames"][-1] if r["curve"]["frames"] else None
+        lines.append(f"| {r['task']} | {r['seed']} | {'yes' if r['reached'] else 'no'} | "
+                     f"{_fmt(r['frames_to_target'])} | {_fmt(minutes)} | "
+                     f"{_fmt(r['final_mean_return_100'])} | {_fmt(frames)} | "
+                     f"{_fmt(r['steps_per_sec'], 0)} | {_fmt(r['wall_s'] / 60)} | "
+                     f"{_evaluation_cell(r)} |")
+    games = {played["episodes"] for r in records for played in (r.get("evaluation") or {}).values()
+             if "episodes" in played}
+    if games:
+        lines += ["", f"The final checkpoint: its mean return over {', '.join(map(str, games))} "
+                  "games of `a3c_graph.evaluate` with greedy actions / with sampled actions "
+                  "(--sample), lowest to highest game in brackets."]
+    flags = " ".join(settings["a3c_flags"]) or "(none: every task's defaults)"
+    lines += ["", f"A3C flags given to every task: {flags}.",
+              f"Machine: {machine['cpu_count']} cores, {machine['memory_gb']} GB, load "
+              f"{machine['load_average_at_start']} at start; Python {machine['python']}, "
+              f"TF {machine['versions']['tensorflow']}.", ""]
+    return "\n".join(lines)
+
+
+def write_results(out: Path, settings: dict, machine: dict, records: Sequence[dict],
+                  tasks: Sequence[Task]) -> str:
+    """results.json and results.md (rewritten after every run); returns the markdown."""
+    summary = summarize(records, tasks)
+    data = {"settings": settings, "machine": machine, "summary": summary,
+            "records": list(records)}
+    write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
+    text = markdown(settings, machine, summary, records)
+    write_atomic(out / "results.md", text)
+    return text
+
+
+def median_curve(curves: Sequence[Sequence[tuple[float, float]]], points: int = 100
+                 ) -> list[tuple[float, float]]:
+    """The median over runs of step-wise curves [(x, y), ...] on a common grid of x, up to
+    the shortest run's end (past it the median would be of fewer runs)."""
+    curves = [c for c in curves if c]
+    if not curves:
+        return []
+    end = min(c[-1][0] for c in curves)
+    start = max(c[0][0] for c in curves)
+    if end <= start:
+        return []
+    grid = [start + (end - start) * i / (points - 1) for i in range(points)]
+
+    def at(curve, x):
+        value = curve[0][1]
+        for cx, cy in curve:
+            if cx > x:
+                break
+            value = cy
+        return value
+
+    return [(x, statistics.median(at(c, x) for c in curves)) for x in grid]
+
+
+def plot_task(out: Path, task: Task, records: Sequence[dict]) -> Path | None:
+    """<task>.png: mean return against frames and against wall minutes, every seed and the
+    median, the target dashed (and the stability floor dotted)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    runs = [r for r in records if r.get("task") == task.name and r["curve"]["frames"]]
+    if not runs:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, key, scale, label in ((axes[0], "frames", 1e6, "frames (millions)"),
+                                  (axes[1], "seconds", 60.0, "wall minutes since launch")):
+        curves = []
+        for r in runs:
+            xs = [x / scale for x in r["curve"][key]]
+            curves.append(list(zip(xs, r["curve"]["mean_return"])))
+            ax.plot(xs, r["curve"]["mean_return"], linewidth=1, alpha=0.5,
+                    label=f"seed {r['seed']}")
+        middle = median_curve(curves)
+        if len(runs) > 1 and middle:
+            ax.plot(*zip(*middle), color="black", linewidth=2, label="median")
+        ax.axhline(task.target, color="gray", linestyle="--", linewidth=1, label="target")
+        if task.floor is not None:
+            ax.axhline(task.floor, color="red", linestyle=":", linewidth=1, label="floor")
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("mean return (last 100 episodes)")
+    axes[1].legend(loc="lower right", fontsize="small")
+    fig.suptitle(f"{task.name}: {runs[0]['env']}, {len(runs)} seed(s)")
+    fig.tight_layout()
+    path = out / f"{task.name}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
