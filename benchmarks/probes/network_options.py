@@ -1,7 +1,7 @@
 """What TF's compute options do for the network's own passes: a probe.
 
     python -m benchmarks.probes.network_options [--env ALE/Pong-v5] [--repeats 3]
-        [--envs-per-worker B] [--rollout-length T] [--ops]
+        [--envs-per-worker B] [--rollout-length T] [--protocol classic] [--ops]
 
 Times the env's preset network (Atari: the 42x42 cnn) the two ways a worker runs it: the
 acting step (the policy's forward pass and sampling over one actor's B observations) and
@@ -124,12 +124,15 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--envs-per-worker", type=int, default=None, metavar="B")
     parser.add_argument("--rollout-length", type=int, default=None, metavar="T")
+    parser.add_argument("--protocol", default=None, help="ALE: the protocol whose preset "
+                        "network to time (classic: the A3C paper's network at 84x84).")
     parser.add_argument("--ops", action="store_true",
                         help="Also print each pass's time by op type (oneDNN off, float32).")
     parser.add_argument("--option", choices=list(OPTIONS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     shape = {k: v for k, v in (("envs_per_worker", args.envs_per_worker),
-                               ("rollout_length", args.rollout_length)) if v}
+                               ("rollout_length", args.rollout_length),
+                               ("protocol", args.protocol)) if v}
     if args.option:  # the child: one option, one line of JSON
         process_env.before_tf_import()  # the tasks' settings, where the option sets none
         print(json.dumps(time_passes(args.env, args.option, shape,
