@@ -201,6 +201,8 @@ def evaluate_runs(args: argparse.Namespace, say: Callable[[str], None],
             config = dataclasses.replace(config, env=args.env)
         configs.append(config)
     with process_env.set_while_running(PLAY_ENVIRONMENT):
+        # Before any TF import: TF's C++ start-up lines stay off the command's stderr.
+        process_env.import_tensorflow_quietly()
         return Evaluation(_play(args, configs, devices, say, warn))
 
 

@@ -139,14 +139,22 @@ def _write_saved_model(config, checkpoint: str, path: Path):
             sampled_action=tf.identity(tf.random.categorical(logits, 1)[:, 0],
                                        "sampled_action"))
         saver = tf1.train.Saver(var_list=network.variables)
-        with tf1.Session(graph=graph) as session:
-            saver.restore(session, checkpoint)
-            builder = tf1.saved_model.Builder(str(path))
-            signature = tf1.saved_model.predict_signature_def(inputs, outputs)
-            builder.add_meta_graph_and_variables(
-                session, [tf1.saved_model.SERVING], signature_def_map={SIGNATURE: signature},
-                strip_default_attrs=True)
-            builder.save()
+        # The TF1 SavedModel builder warns that it is TF1 API on every use; this is on purpose.
+        verbosity = tf1.logging.get_verbosity()
+        tf1.logging.set_verbosity(tf1.logging.ERROR)
+        try:
+            with process_env.stderr_to_devnull():  # the session's cuInit line, no GPU
+                session = tf1.Session(graph=graph)
+            with session:
+                saver.restore(session, checkpoint)
+                builder = tf1.saved_model.Builder(str(path))
+                signature = tf1.saved_model.predict_signature_def(inputs, outputs)
+                builder.add_meta_graph_and_variables(
+                    session, [tf1.saved_model.SERVING],
+                    signature_def_map={SIGNATURE: signature}, strip_default_attrs=True)
+                builder.save()
+        finally:
+            tf1.logging.set_verbosity(verbosity)
     return info
 
 

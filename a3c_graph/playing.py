@@ -75,7 +75,7 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
                   else tf.argmax(logits, axis=-1))
         saver = tf1.train.Saver(var_list=network.variables)
     returns, lengths = [], []
-    with tf1.Session(graph=graph, config=session_config) as session:
+    with _quiet_session(graph, session_config) as session:
         _restore(saver, session, checkpoint)
         session = _FirstRunTraced(session, graph, placement)
         for episode in range(episodes):
@@ -147,7 +147,7 @@ def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
     returns: list[float | None] = [None] * games
     lengths = [0] * games
     cut_off = [False] * games
-    with tf1.Session(graph=graph, config=session_config) as session:
+    with _quiet_session(graph, session_config) as session:
         _restore(saver, session, checkpoint)
         session = _FirstRunTraced(session, graph, placement)
         if network.recurrent:
@@ -174,6 +174,16 @@ def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
                     f"steps ({lengths[i] * info.frame_skip:,} frames){capped}")
     batch.close()
     return [float(r) for r in returns], lengths
+
+
+def _quiet_session(graph, session_config):
+    """A session of `graph` started without TF's C++ start-up lines on stderr (process_env)."""
+    import tensorflow as tf
+
+    from a3c_graph import process_env
+
+    with process_env.stderr_to_devnull():
+        return tf.compat.v1.Session(graph=graph, config=session_config)
 
 
 def _restore(saver, session, checkpoint: str) -> None:

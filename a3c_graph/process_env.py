@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 
 DEFAULTS = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_USE_LEGACY_KERAS": "1",
@@ -50,6 +51,28 @@ def set_while_running(defaults: Mapping[str, str] = DEFAULTS,
             environ.pop(name, None)
 
 
+@contextlib.contextmanager
+def stderr_to_devnull() -> Iterator[None]:
+    """File descriptor 2 on /dev/null while the block runs: TF's C++ runtime writes lines such
+    as "failed call to cuInit" (a machine without a GPU) there when a session first starts,
+    which TF_CPP_MIN_LOG_LEVEL=2 keeps, as it keeps every error. Errors that matter are
+    raised as Python exceptions, shown once the descriptor is back. One block at a time (the
+    descriptor is the process's: evaluate's models start sessions from several threads)."""
+    with _STDERR_LOCK:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            with open(os.devnull, "wb") as devnull:
+                os.dup2(devnull.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+_STDERR_LOCK = threading.Lock()
+
+
 def import_tensorflow_quietly():
     """`import tensorflow` in a process that may still have to end in a one-line error.
 
@@ -60,14 +83,6 @@ def import_tensorflow_quietly():
     the cluster); its import runs with descriptor 2 on /dev/null. A failed import still
     raises its Python exception, shown once the descriptor is back.
     """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "wb") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        with set_while_running():
-            import tensorflow as tf
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    with stderr_to_devnull(), set_while_running():
+        import tensorflow as tf
     return tf

@@ -112,6 +112,7 @@ def test_evaluation_plays_whole_atari_games_as_one_batch(tmp_path):
     assert summary["episodes"] == 3 and len(summary["returns"]) == 3
     assert all(frames % 4 == 0 and frames > 0 for frames in summary["frames"])
     assert summary["std_return"] >= 0
+    assert played.stderr == ""  # a successful evaluate prints only its own lines
 
 
 @pytest.mark.e2e

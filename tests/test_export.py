@@ -102,7 +102,8 @@ def test_the_saved_models_give_the_graphs_outputs_in_plain_tf2(tmp_path):
 def test_the_cli_lists_the_signature_and_the_example_plays_as_evaluate_plays(tmp_path):
     logdir, out = tmp_path / "run", tmp_path / "exported"
     untrained_run(logdir)
-    assert export("--logdir", str(logdir), "--out", str(out)).returncode == 0
+    exported = export("--logdir", str(logdir), "--out", str(out))
+    assert exported.returncode == 0 and exported.stderr == "", exported.stderr
     shown = subprocess.run([str(REPO / ".venv" / "bin" / "saved_model_cli")
                             if (REPO / ".venv" / "bin" / "saved_model_cli").exists()
                             else "saved_model_cli", "show", "--dir", str(out), "--all"],

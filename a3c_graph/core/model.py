@@ -181,12 +181,14 @@ def _dense_stack(vars_: _Variables, prefix: str, count: int) -> list:
 def _image_input(observations, obs_shape):
     """Observations [N, C, H, W] or [N, H, W] -> float [N, H, W, C] (uint8 scaled to [0, 1]).
 
-    Moved to channels-last while still uint8: a quarter of the bytes of the float copy."""
-    x = observations[..., None] if len(obs_shape) == 2 else tf.transpose(observations,
-                                                                         [0, 2, 3, 1])
+    Cast before the transpose: oneDNN transposes float32, and a uint8 transpose falls back to
+    Eigen with an error line on stderr ("oneDNN supports DT_UINT8 only on ...")."""
+    x = tf.cast(observations, tf.float32)
     if observations.dtype == tf.uint8:
-        return tf.cast(x, tf.float32) * (1.0 / 255.0)
-    return tf.cast(x, tf.float32)
+        x = x * (1.0 / 255.0)
+    if len(obs_shape) == 2:
+        return x[..., None]
+    return tf.transpose(x, [0, 2, 3, 1])
 
 
 class _CNNTorso:
