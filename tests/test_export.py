@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 from conftest import REPO, child_env, untrained_run
 
 IMAGE_BANDIT = "tests.image_env:ImageBandit-v0"
@@ -149,5 +150,9 @@ def test_bad_input_is_one_line_and_leaves_nothing_written(tmp_path):
         assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
         assert sorted(p.name for p in out.parent.iterdir()) == before  # nothing half-written
     assert not any(taken.iterdir())
+    import a3c_graph  # the API says the same, as a ValueError
+
+    with pytest.raises(ValueError, match="exists; give --force to replace it"):
+        a3c_graph.export(good, taken)
     forced = export("--logdir", str(good), "--out", str(taken), "--force")
     assert forced.returncode == 0 and (taken / "saved_model.pb").exists()
