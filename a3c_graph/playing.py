@@ -120,15 +120,26 @@ def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
     the policy acting on all of them as one batch. A finished env's next game is played on
     but not counted, so every game counts once whatever its length.
     """
+    from a3c_graph.core.envs import EnvBatch, env_options
+
+    batch = EnvBatch(config.env, games, seed=seed, **env_options(config))
+    try:
+        return _play_batch(batch, config, checkpoint, games, sample, device, session_config,
+                           label, placement, say)
+    finally:
+        batch.close()
+
+
+def _play_batch(batch, config, checkpoint, games, sample, device, session_config, label,
+                placement, say) -> tuple[list[float], list[int]]:
+    """play_games on the EnvBatch `batch` of `games` envs."""
     import numpy as np
     import tensorflow as tf
 
-    from a3c_graph.core.envs import EnvBatch, env_options
     from a3c_graph.core.model import build_network, reset_state
     from a3c_graph.core.rollout import episode_ended
 
     tf1 = tf.compat.v1
-    batch = EnvBatch(config.env, games, seed=seed, **env_options(config))
     info = batch.info
     graph = tf.Graph()
     with graph.as_default(), graph.device(device):
@@ -172,7 +183,6 @@ def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
                 capped = ", cut off at ALE's frame cap" if cut_off[i] else ""
                 say(f"{label}game {i + 1}/{games}: return {returns[i]:.1f} in {lengths[i]:,} "
                     f"steps ({lengths[i] * info.frame_skip:,} frames){capped}")
-    batch.close()
     return [float(r) for r in returns], lengths
 
 

@@ -189,11 +189,13 @@ def read_launches(logdir: Path) -> list[float]:
     return sorted(times)
 
 
-def run_clock(history: Sequence[Mapping[str, Any]], launches: Sequence[float]) -> list[float]:
+def run_clock(history: Sequence[Mapping[str, Any]], launches: Sequence[float],
+              first_startup: bool = True) -> list[float]:
     """Seconds on the run's own clock of each row of `history` (oldest first, as read_history
     gives it): the first piece counts from its launch (start-up included, as for a run in
-    one piece); each later piece from its first applied update, after the time the pieces
-    before it ran, so neither the pause between pieces nor a resumed piece's start-up counts.
+    one piece; first_startup False: from its first applied update too); each later piece
+    from its first applied update, after the time the pieces before it ran, so neither the
+    pause between pieces nor a resumed piece's start-up counts.
     `launches`: read_launches (empty: one piece, launched at the first row)."""
     if not history:
         return []
@@ -202,7 +204,7 @@ def run_clock(history: Sequence[Mapping[str, Any]], launches: Sequence[float]) -
     piece_of = [max(0, bisect.bisect_right(starts, t) - 1) for t in times]
     first_update: dict[int, float] = {}
     for row, piece in zip(history, piece_of):
-        if piece and row.get("training_started"):
+        if (piece or not first_startup) and row.get("training_started"):
             started = float(row["training_started"])
             first_update[piece] = min(first_update.get(piece, started), started)
     clock: list[float] = []
@@ -210,7 +212,7 @@ def run_clock(history: Sequence[Mapping[str, Any]], launches: Sequence[float]) -
     for t, piece in zip(times, piece_of):
         if piece != current:
             offset, current = (clock[-1] if clock else 0.0), piece
-        base = starts[0] if piece == 0 else first_update.get(piece, starts[piece])
+        base = first_update.get(piece, starts[piece])
         clock.append(offset + max(0.0, t - base))
     return clock
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from a3c_graph.cli import UsageError
-from a3c_graph.progress import read_history, read_launches, write_atomic
+from a3c_graph.progress import read_history, read_launches, run_clock, write_atomic
 
 SUITE_FILE = "suite.json"
 # How a run that did not end on its own is recorded: stopped by a signal, or the suite
@@ -52,16 +52,8 @@ def finished_records(out: Path) -> dict[str, dict]:
 
 
 def trained_seconds(logdir: Path) -> float:
-    """Seconds the run in `logdir` has trained over all its pieces: from each piece's first
-    applied update to its last report (0 for a run that never trained)."""
+    """Seconds the run in `logdir` has trained over all its pieces: the run's own clock
+    (run_clock) with the first piece's start-up left out too."""
     history = read_history(logdir)
-    launches = read_launches(logdir) or ([float(history[0]["time"])] if history else [])
-    total = 0.0
-    for i, launched in enumerate(launches):
-        end = launches[i + 1] if i + 1 < len(launches) else float("inf")
-        piece = [row for row in history if launched <= float(row.get("time") or 0.0) < end]
-        started = [float(row["training_started"]) for row in piece
-                   if row.get("training_started")]
-        if started:
-            total += max(0.0, float(piece[-1]["time"]) - min(started))
-    return total
+    clock = run_clock(history, read_launches(logdir), first_startup=False)
+    return clock[-1] if clock else 0.0
