@@ -26,8 +26,11 @@ test: $(STAMP) lint
 test-all: $(STAMP) lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+## ruff, and import-linter's check that every import points down the layers
+## (docs/architecture.md; the contracts are in pyproject.toml).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) *.egg-info

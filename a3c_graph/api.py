@@ -260,7 +260,8 @@ def _supervise_in_own_thread(plan, signals, on_progress) -> tuple[dict, str | No
 def _enter_private_network() -> None:
     """Move the calling thread (and the tasks it will start) into a network namespace with
     only loopback; UsageError, the command's line, when the kernel refuses."""
-    from a3c_graph.launcher import commands, netns
+    from a3c_graph.launcher import commands
+    from a3c_graph.system import netns
 
     if netns.is_isolated():
         return

@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from a3c_graph import process_env
 from a3c_graph.cli import OneLineParser, UsageError, fail
+from a3c_graph.system import process_env
 
 PROG = "a3c_graph.evaluate"
 DESCRIPTION = ("Play episodes with a trained agent: ``python -m a3c_graph.evaluate --logdir D "
@@ -209,7 +209,7 @@ def evaluate_runs(args: argparse.Namespace, say: Callable[[str], None],
 def _play(args, configs, devices, say, warn) -> list[ModelReturns]:
     """Every model's results: each --logdir's checkpoint, --copies times."""
     from a3c_graph.core.envs import EnvError
-    from a3c_graph.devices import shared_session_config
+    from a3c_graph.system.devices import shared_session_config
 
     models = []
     try:
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _checked_devices(args) -> list:
     """--devices as canonical names ([None]: no pinning), checked before TF starts (TF would
     only log an invalid GPU among its start-up lines and carry on)."""
-    from a3c_graph.devices import (
+    from a3c_graph.system.devices import (
         DeviceError,
         check_devices_visible,
         check_memory_fraction,

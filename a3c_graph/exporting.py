@@ -33,8 +33,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c_graph import process_env
 from a3c_graph.cli import OneLineParser, UsageError, fail
+from a3c_graph.system import process_env
 
 PROG = "a3c_graph.export"
 SIGNATURE = "act"

@@ -190,7 +190,7 @@ def _quiet_session(graph, session_config):
     """A session of `graph` started without TF's C++ start-up lines on stderr (process_env)."""
     import tensorflow as tf
 
-    from a3c_graph import process_env
+    from a3c_graph.system import process_env
 
     with process_env.stderr_to_devnull():
         return tf.compat.v1.Session(graph=graph, config=session_config)
@@ -241,7 +241,7 @@ class _FirstRunTraced:
             return self._session.run(fetches, feed_dict, **kwargs)
         import tensorflow as tf
 
-        from a3c_graph.devices import devices_that_ran
+        from a3c_graph.system.devices import devices_that_ran
 
         tf1 = tf.compat.v1
         metadata = tf1.RunMetadata()

@@ -6,7 +6,7 @@ imports this module, so it sits at the top of the package and imports nothing of
 TF2 variants' own command line and run statistics are in benchmarks.variants.tf2_run. It
 imports no TensorFlow: the harness must stay light while it samples memory, and a variant's
 main process must not import TF before it chooses its device. Stopping processes is
-a3c_graph.launcher.processes.stop_in_order, the launcher's own; end_leftovers only adds the
+a3c_graph.system.processes.stop_in_order, the launcher's own; end_leftovers only adds the
 grace a process gets to end by itself, and the names a benchmark reports.
 """
 
@@ -17,8 +17,8 @@ import sys
 from collections.abc import Iterable
 
 from a3c_graph.cli import fail
-from a3c_graph.launcher import netns
-from a3c_graph.launcher.processes import descendants, is_gone, stop_in_order, wait_until
+from a3c_graph.system import netns
+from a3c_graph.system.processes import descendants, is_gone, stop_in_order, wait_until
 
 # After SIGTERM, and again after SIGKILL, how long a leftover gets to be gone.
 LEFTOVER_SIGNAL_SECS = 3.0
@@ -36,7 +36,7 @@ def add_allow_remote_argument(parser: argparse.ArgumentParser) -> None:
 
 def enter_private_network(prog: str, allow_remote: bool) -> None:
     """Move this benchmark, and so every process it starts, into a private network: a
-    network namespace with only loopback, as the launcher's tasks (a3c_graph.launcher.netns).
+    network namespace with only loopback, as the launcher's tasks (a3c_graph.system.netns).
 
     On the host network Ray 2.60's gcs_server, raylet, actors and driver listen on every
     interface (ss shows *:PORT), and ray.init turns a loopback node address

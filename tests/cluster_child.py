@@ -4,7 +4,7 @@ TF's in-process servers cannot be stopped (their C++ Stop is unimplemented), so 
 needs tf.train.Servers of its own starts them in a child process that it stops by pid: no
 server outlives its test. The child runs in the test session's private network
 (conftest.PrivateNetwork), since a TF server listens on every interface whatever host its
-cluster names (a3c_graph/launcher/netns.py) and there only lo exists.
+cluster names (a3c_graph/system/netns.py) and there only lo exists.
 
     python -m tests.cluster_child MODULE:FUNCTION NUM_PS WORKDIR
 
@@ -41,7 +41,7 @@ def start_servers(cluster: dict, configs: dict | None = None) -> dict:
 def main(function: str, num_ps: int, workdir: Path) -> None:
     import portpicker
 
-    from a3c_graph import process_env
+    from a3c_graph.system import process_env
 
     process_env.before_tf_import()  # this process's own environment: quiet TF, no Keras load
     ports = [portpicker.pick_unused_port() for _ in range(num_ps + 1)]

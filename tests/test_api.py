@@ -20,7 +20,7 @@ from conftest import REPO, child_env, stop_run
 
 import a3c_graph
 from a3c_graph.api import as_flags
-from a3c_graph.launcher import processes
+from a3c_graph.system import processes
 
 # A run that ends at its budget whether it learns or not: one worker, a small network.
 SMALL_RUN = dict(workers=1, hidden_sizes=(16,), max_steps=20_000, progress_secs=0.5,

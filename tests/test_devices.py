@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from a3c_graph import devices
-from a3c_graph.devices import CUDA_ENV, FAKE_GPUS_ENV, DeviceError
 from a3c_graph.launcher.device_plan import plan_devices
+from a3c_graph.system import devices
+from a3c_graph.system.devices import CUDA_ENV, FAKE_GPUS_ENV, DeviceError
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "launch_cluster.sh"

@@ -14,7 +14,7 @@ import re
 import pytest
 from conftest import untrained_run
 
-from a3c_graph.devices import CUDA_ENV, FAKE_GPUS_ENV
+from a3c_graph.system.devices import CUDA_ENV, FAKE_GPUS_ENV
 
 
 def test_evaluate_plays_several_graphs_in_one_process_each_on_its_own_device(tmp_path, capsys):

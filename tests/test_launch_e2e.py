@@ -18,8 +18,8 @@ import sys
 import pytest
 from conftest import REPO
 
-from a3c_graph.launcher.processes import read_pid_files
 from a3c_graph.progress import read_history
+from a3c_graph.system.processes import read_pid_files
 from tests.launch_helpers import assert_all_gone, last_json_line, launcher_env, run_script
 
 # --------------------------------------------------------------------------- end to end

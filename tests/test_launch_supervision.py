@@ -118,7 +118,7 @@ def fake_launcher(tmp_path):
 
     def start(mode: str, *args: str) -> tuple[subprocess.Popen, Path]:
         logdir = tmp_path / f"run_{mode}"
-        code = ("import sys, a3c_graph.launch as launch, a3c_graph.launcher.processes as pids; "
+        code = ("import sys, a3c_graph.launch as launch, a3c_graph.system.processes as pids; "
                 "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
         env = launcher_env(FAKE_MODE=mode,
                            PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
@@ -380,7 +380,7 @@ def test_a_second_sigint_kills_a_task_that_ignores_sigterm(fake_launcher):
 
 def run_with_fake_worker(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     """`status`/`stop` as the fake launcher's tasks are recognised: by the fake module."""
-    code = ("import sys, a3c_graph.launch as launch, a3c_graph.launcher.processes as pids; "
+    code = ("import sys, a3c_graph.launch as launch, a3c_graph.system.processes as pids; "
             "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
     env = launcher_env(PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
     return subprocess.run([sys.executable, "-c", code, *args], env=env, cwd=tmp_path,

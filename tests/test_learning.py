@@ -14,7 +14,8 @@ import pytest
 from conftest import colored_pixels, untrained_run
 
 from benchmarks.suites import learning
-from benchmarks.suites.learning import TASKS, Curve, judge, median_curve
+from benchmarks.suites.learning_report import median_curve
+from benchmarks.suites.learning_tasks import TASKS, Curve, judge
 
 REPO = Path(__file__).resolve().parents[1]
 MACHINE = {"cpu_count": 2, "memory_gb": 24, "load_average_at_start": [0, 0, 0],

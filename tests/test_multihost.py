@@ -34,8 +34,8 @@ import psutil
 import pytest
 from conftest import alive, checkpoint_step
 
-from a3c_graph.launcher.processes import read_pid_files
 from a3c_graph.progress import read_progress
+from a3c_graph.system.processes import read_pid_files
 from benchmarks.ps_capacity.netlab import Lab, NetworkError
 
 pytestmark = pytest.mark.e2e

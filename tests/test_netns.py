@@ -1,4 +1,4 @@
-"""The private network (launcher/netns.py): a network namespace with only loopback, for the
+"""The private network (system/netns.py): a network namespace with only loopback, for the
 root user and an unprivileged one, and the refusal that tells a threaded process to enter
 it before its threads start.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from a3c_graph.launcher import netns
+from a3c_graph.system import netns
 
 REPO = Path(__file__).resolve().parents[1]
 NOBODY = 65534
@@ -40,7 +40,7 @@ PROBE = textwrap.dedent("""
     import json, os, socket, sys
     if sys.argv[1:] == ["threads"]:
         import numpy  # its BLAS starts threads
-    from a3c_graph.launcher import netns
+    from a3c_graph.system import netns
     try:
         netns.enter_private_network()
     except netns.NamespaceError as error:
@@ -66,7 +66,7 @@ def as_nobody() -> list[str]:
     prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     # A checkout or virtualenv in a private directory (mktemp -d, /root) is out of nobody's
     # reach: then there is nothing to learn from running the probe as nobody.
-    reach = run([*prefix, sys.executable, "-c", "import numpy, a3c_graph.launcher.netns"])
+    reach = run([*prefix, sys.executable, "-c", "import numpy, a3c_graph.system.netns"])
     if reach.returncode != 0:
         last = (reach.stderr.strip().splitlines() or ["no output"])[-1]
         pytest.skip(f"user {NOBODY} cannot use this checkout's Python ({last})")

@@ -40,7 +40,7 @@ def test_values_the_user_exported_win():
 
 
 def test_settings_made_for_a_block_are_gone_after_it_and_the_users_stay():
-    from a3c_graph import process_env
+    from a3c_graph.system import process_env
 
     environ = {"TF_CPP_MIN_LOG_LEVEL": "0", "HOME": "/home/user"}
     with process_env.set_while_running(environ=environ):

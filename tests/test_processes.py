@@ -1,4 +1,4 @@
-"""A run's pid files (a3c_graph/launcher/processes.py): a pid is trusted only while it is still the
+"""A run's pid files (a3c_graph/system/processes.py): a pid is trusted only while it is still the
 process we started, so `status`, `stop`, the tests and the benchmarks never signal someone else's;
 and stop_in_order, the one way they all stop processes: workers before the ps, nothing left.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from a3c_graph.launcher import processes
+from a3c_graph.system import processes
 
 
 def write_pid_file(logdir: Path, name: str, pid: int) -> Path:

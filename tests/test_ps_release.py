@@ -17,7 +17,7 @@ SCRIPT = r"""
 import json, threading, time
 import portpicker
 from a3c_graph.distributed import ps_release
-from a3c_graph import process_env
+from a3c_graph.system import process_env
 tf = process_env.import_tensorflow_quietly()
 tf.compat.v1.disable_eager_execution()
 tf1 = tf.compat.v1

@@ -2,7 +2,7 @@
 
 TF 2.21 listens on every interface whatever host the cluster names, so the launcher runs the
 tasks of a loopback cluster in a private network (a network namespace with only lo,
-a3c_graph/launcher/netns.py); anything else takes --allow-remote and prints a warning, and a task
+a3c_graph/system/netns.py); anything else takes --allow-remote and prints a warning, and a task
 started by hand on the host network refuses to start without it. The benchmarks run in the
 same kind of private network: Ray's servers listen on every interface too and authenticate
 no one.
@@ -36,8 +36,8 @@ import psutil
 import pytest
 from conftest import nsenter_command, stop_process_tree
 
-from a3c_graph.launcher.processes import read_pid_files
 from a3c_graph.progress import read_progress, run_totals
+from a3c_graph.system.processes import read_pid_files
 from tests.test_netns import needs_host_network, probe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -259,7 +259,7 @@ def test_an_unprivileged_launcher_runs_its_tasks_in_a_private_network_as_the_use
         pytest.skip("no user namespaces for a process without CAP_SYS_ADMIN here")
     (tmp_path / "fake_worker.py").write_text(FAKE_WORKER)
     logdir = tmp_path / "run"
-    code = ("import sys, a3c_graph.launch as launch, a3c_graph.launcher.processes as pids; "
+    code = ("import sys, a3c_graph.launch as launch, a3c_graph.system.processes as pids; "
             "pids.WORKER_MODULE = 'fake_worker'; sys.exit(launch.main())")
     process = subprocess.Popen(
         [*prefix, sys.executable, "-c", code, "--logdir", str(logdir), "--max-restarts=0"],

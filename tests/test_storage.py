@@ -33,8 +33,8 @@ from a3c_graph.checkpoints import read_checkpoint_state
 from a3c_graph.cli import UsageError
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.launcher import plan
-from a3c_graph.launcher.processes import read_pid_files
 from a3c_graph.progress import read_progress, write_atomic
+from a3c_graph.system.processes import read_pid_files
 
 LOGDIR = "/runs/a"
 

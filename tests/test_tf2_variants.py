@@ -39,7 +39,7 @@ from tests.benchmark_helpers import HAS_RAY, PONG, needs_ale
 ])
 def test_tf2_variants_read_gpus_as_the_launcher_does(monkeypatch, spec, cuda_visible_devices,
                                                      entries):
-    from a3c_graph.devices import CUDA_ENV, FAKE_GPUS_ENV
+    from a3c_graph.system.devices import CUDA_ENV, FAKE_GPUS_ENV
 
     monkeypatch.setenv(FAKE_GPUS_ENV, "4")
     if cuda_visible_devices is None:
@@ -156,7 +156,7 @@ def test_the_harness_refuses_a_flag_its_tf2_variants_cannot_honour_before_any_ru
 
 
 def test_tf2_workers_take_the_gpus_round_robin_and_the_ps_runs_on_the_cpu():
-    from a3c_graph.devices import CUDA_ENV
+    from a3c_graph.system.devices import CUDA_ENV
 
     environ = {CUDA_ENV: "0,1,2,3"}  # a child process's own environment
     seen = []

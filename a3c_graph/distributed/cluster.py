@@ -207,7 +207,7 @@ def cluster_from_slurm(num_ps: int | None = None, port: int | None = None
         raise ClusterError(f"--ps {num_ps} leaves no worker in a Slurm step of {total} "
                            "task(s); give srun more tasks (--ntasks) or pass a smaller --ps")
 
-    from a3c_graph import process_env
+    from a3c_graph.system import process_env
 
     tf = process_env.import_tensorflow_quietly()
     try:

@@ -17,9 +17,9 @@ def run_ps(spec, config, device, stop, released_by_workers: bool = False) -> int
     """Serve until a stop signal (`stop`: the task's TaskStopSignals); or,
     released_by_workers (under Slurm, where no supervisor stops the ps after the workers),
     until every worker is done (ps_release.py)."""
-    from a3c_graph.devices import apply_to_config, describe_task
     from a3c_graph.distributed import ps_release
     from a3c_graph.distributed.cluster import session_config, start_server
+    from a3c_graph.system.devices import apply_to_config, describe_task
 
     server_config = apply_to_config(
         session_config(spec, config.intra_op_threads, config.inter_op_threads), device)

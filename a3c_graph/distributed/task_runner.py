@@ -25,7 +25,7 @@ import signal
 import sys
 from typing import NoReturn
 
-from a3c_graph import process_env, storage
+from a3c_graph import storage
 from a3c_graph.cli import (
     EXIT_GAVE_UP,
     EXIT_LOST_PS,
@@ -45,6 +45,7 @@ from a3c_graph.distributed.ps_release import releases_ps
 from a3c_graph.distributed.ps_task import run_ps
 from a3c_graph.distributed.sessions import GaveUp, lost_ps_errors, report_lost_ps
 from a3c_graph.distributed.training import run_worker
+from a3c_graph.system import process_env
 
 PROG = WORKER_PROG
 # run_ps and run_worker import TF only when called; main calls them by this module's names,
@@ -208,9 +209,9 @@ def _check_private_network(args) -> None:
 
     TF's server listens on every interface whatever host the cluster names, so a task "on
     127.0.0.1" started on the host network is reachable from every network the machine is
-    on. The launcher's tasks run in its private network (a3c_graph/launcher/netns.py) and pass.
+    on. The launcher's tasks run in its private network (a3c_graph/system/netns.py) and pass.
     """
-    from a3c_graph.launcher import netns
+    from a3c_graph.system import netns
 
     if not args.allow_remote and not netns.is_isolated():
         raise UsageError("TF's server would listen on every interface of this machine, whatever "
@@ -225,7 +226,7 @@ def _task_device(args, spec):
     Checked before TF starts: TF reports a wrong id amid its own start-up log lines, or
     (without a GPU) quietly runs on CPU.
     """
-    from a3c_graph.devices import process_task_device
+    from a3c_graph.system.devices import process_task_device
 
     return process_task_device(spec.job, spec.task, args.gpu, args.gpu_memory_fraction)
 

@@ -99,10 +99,10 @@ def run_worker(spec, config, args, info, target_return: float, stop,
 
     from a3c_graph.checkpoints import CheckpointError, restorable_checkpoint
     from a3c_graph.core.envs import EnvBatch, env_options
-    from a3c_graph.devices import apply_to_config, describe_task
     from a3c_graph.distributed import ps_release
     from a3c_graph.distributed.cluster import session_config, start_server
     from a3c_graph.distributed.worker_graph import build_worker_graph
+    from a3c_graph.system.devices import apply_to_config, describe_task
 
     tf1 = tf.compat.v1
     progress = ProgressReporter(args.logdir, spec.task, target_return, config)

@@ -10,12 +10,12 @@
 prints the commands (--dry-run), re-runs itself detached (--background), or supervises the
 tasks until the workers stop (a3c_graph/launcher/supervisor.py: one process per task, restarted when
 it crashes, stopped in order). `status` and `stop` find a run's processes by its pid files
-(a3c_graph/launcher/processes.py), never by name, so other people's jobs on the same machine
+(a3c_graph/system/processes.py), never by name, so other people's jobs on the same machine
 are safe; `stop` stops them in the supervisor's order (processes.stop_in_order).
 
 TF's server listens on every interface whatever host the cluster names, so the tasks of a
 loopback cluster run in a private network: a network namespace with only loopback, which the
-launcher enters right before starting them (a3c_graph/launcher/netns.py). Anything else, a cluster
+launcher enters right before starting them (a3c_graph/system/netns.py). Anything else, a cluster
 with another address or split over several launchers, takes --allow-remote and a warning.
 
 With --cluster slurm, srun starts one launcher per task of a Slurm job step; each resolves
@@ -46,7 +46,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c_graph import devices as devices_lib
 from a3c_graph import storage
 from a3c_graph.cli import (
     EXIT_CRASH,
@@ -62,7 +61,6 @@ from a3c_graph.cli import (
 from a3c_graph.core.config import add_config_arguments, config_to_argv
 from a3c_graph.core.stats import describe_target
 from a3c_graph.distributed import cluster as cluster_lib
-from a3c_graph.launcher import processes
 from a3c_graph.launcher.plan import (
     DEFAULT_MAX_RESTARTS,
     LOCAL_SOURCE,
@@ -80,6 +78,8 @@ from a3c_graph.launcher.supervisor import (
     Supervisor,
 )
 from a3c_graph.progress import read_progress, run_totals, write_atomic
+from a3c_graph.system import devices as devices_lib
+from a3c_graph.system import processes
 
 WRAPPER_SCRIPT = PACKAGE_ROOT / "scripts" / "launch_cluster.sh"
 # `stop` waits this long for the launcher to wind everything down before killing.
@@ -170,11 +170,11 @@ def enter_private_network(plan: LaunchPlan) -> None:
     unprivileged user gets the namespace through a user namespace of its own, which the
     kernel makes only for a single-threaded process, and numpy (imported while planning)
     has started BLAS threads by now: then this launcher is executed again through
-    a3c_graph.launcher.netns (same pid and command line, with the logdir it chose), plans again and
+    a3c_graph.system.netns (same pid and command line, with the logdir it chose), plans again and
     comes back here in the private network. UsageError when the kernel refuses, before
     anything is written or started.
     """
-    from a3c_graph.launcher import netns
+    from a3c_graph.system import netns
 
     try:
         netns.enter_or_reexecute([*sys.orig_argv[1:], "--logdir", str(plan.logdir)])

@@ -8,7 +8,7 @@ GPUs around to hide. `--dry-run` prints each task's command with that setting, a
 of which task shares which GPU; docs/devices.md has examples.
 
 What a single task's process is given (devices.TaskDevice) and how `--gpus` is read stay in
-a3c_graph/devices.py: the worker uses them too, and never this plan.
+a3c_graph/system/devices.py: the worker uses them too, and never this plan.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from a3c_graph.devices import (
+from a3c_graph.system.devices import (
     ENV_MECHANISM,
     DeviceError,
     GpuInventory,

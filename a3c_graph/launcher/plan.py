@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from a3c_graph import checkpoints
-from a3c_graph import devices as devices_lib
 from a3c_graph.cli import UsageError
 from a3c_graph.core.config import A3CConfig, config_from_args, config_to_argv
 from a3c_graph.core.stats import resolve_target_return
 from a3c_graph.distributed import cluster as cluster_lib
-from a3c_graph.launcher import processes, resources
+from a3c_graph.launcher import resources
 from a3c_graph.launcher.device_plan import DevicePlan, plan_devices
+from a3c_graph.system import devices as devices_lib
+from a3c_graph.system import processes
 
 PROG = "launch_cluster"
 LOCAL_SOURCE = "local cluster"
@@ -285,7 +286,7 @@ def private_network_wanted(cluster: Mapping[str, list], local_keys: Sequence[tup
     """Whether the tasks started here run in a private network: a namespace with only lo.
 
     TF's server listens on every interface whatever host the cluster names, so a loopback
-    cluster is only loopback for real inside such a namespace (a3c_graph/launcher/netns.py), and its
+    cluster is only loopback for real inside such a namespace (a3c_graph/system/netns.py), and its
     tasks can only meet there if this one launcher starts them all. Tasks of a loopback
     cluster split over several launchers would meet on the host network: UsageError unless
     --allow-remote says that network is trusted. With --allow-remote (or a non-loopback

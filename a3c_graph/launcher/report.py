@@ -11,16 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from a3c_graph import storage
 from a3c_graph.cli import EXIT_CRASH, EXIT_STORAGE, EXIT_USAGE, WORKER_PROG
 from a3c_graph.launcher.plan import PROG, LaunchPlan
 from a3c_graph.launcher.restarts import RestartDecision, RunVerdict, TaskExit
+from a3c_graph.launcher.running import RunningTask
 from a3c_graph.progress import Totals, json_number, summary_fields
-
-if TYPE_CHECKING:
-    from a3c_graph.launcher.supervisor import RunningTask
 
 # A training worker whose progress file is older than this (or 10 x --progress-secs) is
 # reported as stalled.

@@ -3,7 +3,7 @@
 Each task is one process (`python -m a3c_graph.worker ...`) in its own session, so a Ctrl-C
 in the terminal reaches only the launcher, which then stops the tasks in order
 (processes.stop_in_order): workers first (the chief writes its final checkpoint to the ps),
-then the ps. Every process is recorded in <logdir>/pids/ (launcher/processes.py) and
+then the ps. Every process is recorded in <logdir>/pids/ (system/processes.py) and
 signalled only by its own pid.
 
 This file is the processes' lifecycle. A task that exits is judged by its exit status, the
@@ -24,11 +24,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from a3c_graph.cli import StopSignals
-from a3c_graph.launcher import processes
 from a3c_graph.launcher.plan import PROG, LaunchPlan, TaskPlan, command_line
 from a3c_graph.launcher.report import (
     Outcome,
@@ -44,6 +41,7 @@ from a3c_graph.launcher.report import (
     verdict_outcome,
 )
 from a3c_graph.launcher.restarts import TaskExit, restart_decision, run_verdict
+from a3c_graph.launcher.running import RunningTask
 from a3c_graph.progress import (
     LAUNCHES_FILE,
     Totals,
@@ -53,6 +51,7 @@ from a3c_graph.progress import (
     run_totals,
     write_atomic,
 )
+from a3c_graph.system import processes
 
 PROGRESS_LINE_SECS = 5.0
 POLL_SECS = 0.2
@@ -66,23 +65,6 @@ DEADLINE_GRACE_SECS = 60.0
 # The tasks run in their own sessions, so a terminal's Ctrl-C or hang-up reaches only the
 # launcher; it must outlive the signal to stop them in order.
 LAUNCHER_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-# --------------------------------------------------------------------------- running tasks
-
-@dataclass
-class RunningTask:
-    plan: TaskPlan
-    popen: subprocess.Popen
-    log_path: Path
-    returncode: int | None = None
-    started: float = field(default_factory=time.monotonic)
-    crashes_in_a_row: int = 0  # crashes of the processes before this one, healthy runs reset
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self.popen.poll()
-        return self.returncode
 
 
 class Supervisor:

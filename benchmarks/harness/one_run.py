@@ -60,7 +60,6 @@ import psutil
 
 from a3c_graph.core.config import A3CConfig, config_to_argv
 from a3c_graph.core.envs import env_info, env_options
-from a3c_graph.launcher.processes import stop_in_order
 from a3c_graph.progress import (
     read_history,
     read_progress,
@@ -69,6 +68,7 @@ from a3c_graph.progress import (
     training_reports,
     training_started,
 )
+from a3c_graph.system.processes import stop_in_order
 from benchmarks.common import end_leftovers, process_tree
 
 PROG = "benchmarks.run"  # the name its warnings carry

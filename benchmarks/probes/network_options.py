@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from a3c_graph import process_env
+from a3c_graph.system import process_env
 
 PROG = "benchmarks.probes.network_options"
 OPTIONS = {"oneDNN off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "float32": {}, "grappler bf16": {},

@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     common.add_allow_remote_argument(parser)
     args = parser.parse_args(argv)
     common.enter_private_network(PROG, args.allow_remote)
-    from a3c_graph import process_env
+    from a3c_graph.system import process_env
 
     process_env.before_tf_import()
     import portpicker

@@ -122,7 +122,7 @@ def count_rpcs(partition_graphs, worker: str) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from a3c_graph import process_env
+    from a3c_graph.system import process_env
 
     process_env.before_tf_import()
     import tensorflow as tf

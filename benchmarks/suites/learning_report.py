@@ -8,13 +8,11 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from a3c_graph.progress import write_atomic
 from benchmarks.harness.report import median
-
-if TYPE_CHECKING:
-    from benchmarks.suites.learning import Task
+from benchmarks.suites.learning_tasks import Task
 
 
 def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]:

@@ -38,7 +38,7 @@ import time
 
 import numpy as np
 
-from a3c_graph import process_env
+from a3c_graph.system import process_env
 from benchmarks import common
 
 PROG = "benchmarks.step_cost"

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from a3c_graph import devices, process_env
 from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import (
     A3CConfig,
@@ -50,6 +49,7 @@ from a3c_graph.progress import (
     summary_fields,
     write_atomic,
 )
+from a3c_graph.system import devices, process_env
 from benchmarks.common import add_allow_remote_argument
 
 # A variant enforces --max-seconds itself; this backstop only catches a stuck run.
@@ -154,7 +154,7 @@ def prepare_logdir(logdir: Path) -> None:
 
 def visible_device_entries(prog: str, spec: str) -> tuple[str, ...]:
     """The CUDA_VISIBLE_DEVICES entry of each GPU a --gpus SPEC names (the launcher's forms
-    and meaning, a3c_graph.devices); a GPU this machine does not show is kept, and its
+    and meaning, a3c_graph.system.devices); a GPU this machine does not show is kept, and its
     process then runs on the CPU (configure_tensorflow)."""
     inventory = devices.detect_gpus()
     ids, notes = devices.requested_ids(devices.parse_gpus(spec), inventory)

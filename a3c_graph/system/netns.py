@@ -11,7 +11,7 @@ port. That namespace is what makes "the cluster is on loopback" true.
 Stdlib only. Python 3.11 has no os.unshare (3.12 does), so unshare(2) is called through ctypes.
 
 A program enters with enter_or_reexecute(), which covers the case where only a fresh,
-single-threaded interpreter can enter: `python -m a3c_graph.launcher.netns COMMAND...` enters and
+single-threaded interpreter can enter: `python -m a3c_graph.system.netns COMMAND...` enters and
 execs COMMAND (the program again), keeping the pid. The launcher and every benchmark entry
 point go through it.
 """
@@ -92,7 +92,7 @@ def enter_or_reexecute(argv: Sequence[str]) -> None:
     it is in one already (is_isolated()).
 
     When only the user-namespace way is open and this process has threads (NeedsSingleThread),
-    it execs `python -m a3c_graph.launcher.netns python ARGV...` instead: a fresh interpreter enters
+    it execs `python -m a3c_graph.system.netns python ARGV...` instead: a fresh interpreter enters
     while single-threaded, then execs this program again from the start (same pid both
     times), which comes back here in the private network. ARGV must run this very program:
     its own arguments (sys.orig_argv[1:]), plus whatever it must decide the same way twice.
@@ -109,16 +109,16 @@ def enter_or_reexecute(argv: Sequence[str]) -> None:
     except NeedsSingleThread:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execv(sys.executable, [sys.executable, "-m", "a3c_graph.launcher.netns", sys.executable,
+        os.execv(sys.executable, [sys.executable, "-m", "a3c_graph.system.netns", sys.executable,
                                   *argv])
 
 
 def main(command: Sequence[str]) -> NoReturn:
-    """`python -m a3c_graph.launcher.netns COMMAND...`: exec COMMAND in a private network. When the
+    """`python -m a3c_graph.system.netns COMMAND...`: exec COMMAND in a private network. When the
     kernel refuses, COMMAND runs all the same with the reason in REFUSED_ENV, for its
     enter_or_reexecute() to raise."""
     if not command:
-        sys.exit("usage: python -m a3c_graph.launcher.netns COMMAND [ARG...]")
+        sys.exit("usage: python -m a3c_graph.system.netns COMMAND [ARG...]")
     try:
         enter_private_network()
     except NamespaceError as error:
