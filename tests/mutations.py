@@ -108,7 +108,7 @@ MUTATIONS = [
              "V(s_t) reused as V(s_{t+1})"),
     # agent
     Mutation("initial-sync", "a3c_graph/distributed/worker_graph.py",
-             "                sync_local_from_global(local_network, globals_.network),\n", "",
+             "ops = [sync_local_from_global(local_network, globals_.network)]", "ops = []",
              "tests/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the local copy not synced from the globals before the first rollout"),
@@ -120,11 +120,10 @@ MUTATIONS = [
              "_gradient[2]",
              "the local copy not refreshed after an update"),
     Mutation("same-shape-pairing", "a3c_graph/distributed/worker_graph.py",
-             "    variables = globals_.network.variables\n",
-             "    variables = globals_.network.variables\n"
-             "    if gradients:  # the two towers' first layers: the same shape\n"
-             "        gradients = list(gradients)\n"
-             "        gradients[0], gradients[6] = gradients[6], gradients[0]\n",
+             "    gradients = learner.update.gradients\n",
+             "    gradients = list(learner.update.gradients)\n"
+             "    # the two towers' first layers: the same shape\n"
+             "    gradients[0], gradients[6] = gradients[6], gradients[0]\n",
              "tests/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[2]",
              "gradients applied to another variable of the same shape"),
@@ -141,8 +140,8 @@ MUTATIONS = [
              "[True-250-False-0.0]",
              "a NaN/inf update applied at the full learning rate"),
     Mutation("env-steps-seen", "a3c_graph/distributed/worker_graph.py",
-             "env_steps_seen.assign(tf.cast(counters[1], tf.int64))",
-             "env_steps_seen.read_value()",
+             "learner.env_steps_seen.assign(counters.env_steps)",
+             "learner.env_steps_seen.read_value()",
              "tests/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the anneal stuck at the env steps of the first read"),

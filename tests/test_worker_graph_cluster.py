@@ -89,8 +89,10 @@ def _update_then(cluster, config, rollout, weights, env_steps, save_to=None) -> 
                       "globals": _values(session, tf1.global_variables()),
                       "local": _values(session, local), "env_steps_seen": session.run(seen),
                       "devices": {v.op.name: v.device for v in network},
-                      "fetched": {key: fetched[key] for key in
-                                  ("global_step", "env_steps", "episodes", "update_skipped")}}
+                      "fetched": {"update_skipped": fetched.update_skipped,
+                                  "learning_rate": float(fetched.learning_rate),
+                                  **{key: getattr(fetched.counters, key) for key in
+                                     ("global_step", "env_steps", "episodes")}}}
             if save_to is not None:
                 result["saved"] = worker_graph.saver.save(
                     session, str(Path(save_to) / "model.ckpt"), global_step=1)
@@ -158,7 +160,9 @@ def test_one_update_moves_every_global_by_adams_step_of_its_own_gradient(num_ps,
     assert moved > 1e-3, moved
     done = rollout["terminated"] | rollout["truncated"]
     assert got["fetched"] == {"global_step": 1, "env_steps": ENV_STEPS_BEFORE + T * B,
-                              "episodes": int(done.sum()), "update_skipped": False}
+                              "episodes": int(done.sum()), "update_skipped": False,
+                              # The rate Adam applied, as TensorBoard shows it.
+                              "learning_rate": pytest.approx(learning_rate)}
     # The next update's learning rate is annealed from the counters this one read back.
     assert got["env_steps_seen"] == ENV_STEPS_BEFORE + T * B
 

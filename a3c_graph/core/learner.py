@@ -47,7 +47,7 @@ class LearnerUpdate:
     grad_norm: tf.Tensor  # before clipping
     parts: dict  # policy_loss, value_loss, entropy
     is_finite: tf.Tensor  # bool: the loss and gradients are finite, the update may apply
-    gradients: list  # clipped, zero where not is_finite; one per variable, [] acting only
+    gradients: list  # clipped, zero where not is_finite; one per variable
 
 
 def learner_update(network, rollout: dict, config: A3CConfig) -> LearnerUpdate:
@@ -64,15 +64,6 @@ def learner_update(network, rollout: dict, config: A3CConfig) -> LearnerUpdate:
                                name="update_is_finite")
     clipped = [tf.where(is_finite, g, tf.zeros_like(g)) for g in clipped]
     return LearnerUpdate(loss, grad_norm, parts, is_finite, clipped)
-
-
-def acting_only_update() -> LearnerUpdate:
-    """--learn false (the acting ceiling benchmarks.run --ceiling measures): the rollout is
-    counted and dropped, nothing is computed from it."""
-    zero = tf.constant(0.0)
-    return LearnerUpdate(zero, zero, {key: zero for key in ("policy_loss", "value_loss",
-                                                            "entropy")},
-                         tf.constant(True), [])
 
 
 def learning_rate_scale(env_steps, max_steps: int):

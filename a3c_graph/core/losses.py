@@ -21,6 +21,16 @@ from __future__ import annotations
 import tensorflow as tf
 
 
+def _check_ranks(**tensors_and_ranks) -> None:
+    """Each tensor's static rank is the one given (scalable_agent's vtrace does the same):
+    a [T, B] tensor passed flat, or a flat one passed [T, B], fails here at graph
+    construction instead of broadcasting into a wrong loss. name=(tensor, rank)."""
+    for name, (tensor, rank) in tensors_and_ranks.items():
+        shape = tf.TensorShape(getattr(tensor, "shape", None))  # a tensor or a NumPy array
+        if shape.rank is not None and shape.rank != rank:
+            raise ValueError(f"{name} must have rank {rank}, got shape {shape}")
+
+
 def _masks(terminated: tf.Tensor, truncated: tf.Tensor, dtype: tf.DType):
     """(not_terminal, not_done): 1.0 where the value after t counts / where the episode goes on."""
     terminated = tf.cast(terminated, tf.bool)
@@ -39,6 +49,8 @@ def gae_advantages(rewards, values, next_values, terminated, truncated, gamma, l
     bootstrapped n-step return: r_t + gamma r_{t+1} + ... up to the step k that ends the
     episode or the rollout, plus gamma^(k-t+1) V(s_{k+1}) unless s_{k+1} is terminal.
     """
+    _check_ranks(rewards=(rewards, 2), values=(values, 2), next_values=(next_values, 2),
+                 terminated=(terminated, 2), truncated=(truncated, 2))
     not_terminal, not_done = _masks(terminated, truncated, rewards.dtype)
     deltas = rewards + gamma * not_terminal * next_values - values
 
@@ -83,6 +95,8 @@ def a3c_loss(logits, actions, values, advantages, returns, entropy_coef, value_c
 
     total = policy_loss + value_coef * value_loss - entropy_coef * entropy
     """
+    _check_ranks(logits=(logits, 2), actions=(actions, 1), values=(values, 1),
+                 advantages=(advantages, 1), returns=(returns, 1))
     pg = policy_gradient_loss(logits, actions, advantages)
     vf = value_loss(values, returns)
     ent = entropy(logits)

@@ -21,10 +21,22 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any, NamedTuple
 
 from a3c_graph.core.config import resolve_policy
 
 RECENT_EPISODES = 100
+
+
+class Counters(NamedTuple):
+    """The cluster's counters as an update leaves them, by name from the ps to the progress
+    file: scalar tensors in the graph (EpisodeStats.counters), numbers once fetched."""
+
+    global_step: Any      # int64: updates applied by all workers
+    env_steps: Any        # int64: agent steps of all workers
+    episodes: Any         # int64: episodes (Atari: whole games) ended
+    recent_count: Any     # int32: recent episodes known, up to RECENT_EPISODES
+    mean_return_100: Any  # float32: their mean return, NaN if none
 
 
 def solved(recent_count: int, mean_return: float, target_return: float) -> bool:
@@ -144,18 +156,17 @@ class EpisodeStats:
                 self.env_steps.assign_add(tf.cast(num_env_steps, tf.int64)),
             )
 
-    def counters(self, global_step):
-        """float64 [5], read on the ps: global step, env steps, episodes, the number of
-        recent episodes known (up to RECENT_EPISODES) and their mean return (NaN if none).
-        One tensor, so a training step fetches them all in one message (float64 holds these
-        counts exactly)."""
+    def counters(self, global_step) -> Counters:
+        """The Counters, read on the ps (distributed/transfer.py moves them to a worker in
+        one message with the updated variables)."""
         import tensorflow as tf
 
-        with tf.device(self.device):
+        with tf.device(self.device), tf.name_scope("counters"):
             count, mean = self.recent()
-            values = [global_step.read_value(), self.env_steps.read_value(),
-                      self.episodes.read_value(), count, mean]
-            return tf.stack([tf.cast(v, tf.float64) for v in values], name="counters")
+            return Counters(global_step=global_step.read_value(),
+                            env_steps=self.env_steps.read_value(),
+                            episodes=self.episodes.read_value(),
+                            recent_count=count, mean_return_100=mean)
 
     def recent(self):
         """(number of recent episodes known, up to RECENT_EPISODES; their mean return, NaN

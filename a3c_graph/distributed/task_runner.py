@@ -1,7 +1,7 @@
 """One task of the cluster: ``python -m a3c_graph.worker --job worker --task 3 ...``.
 
 A ps task starts its server and serves until it is told to stop (ps_task.py). A worker task
-starts its server, builds its A3C graph and trains (training.py).
+starts its server, builds its A3C graph and trains (worker_task.py, training.py).
 
 A task never tries to recover in place (but for a step the ps refused as a duplicate
 request, which it runs again: sessions.py): a worker that loses the ps exits with status 75
@@ -44,7 +44,7 @@ from a3c_graph.distributed.cluster import (  # stdlib only at import: cheap
 from a3c_graph.distributed.ps_release import releases_ps
 from a3c_graph.distributed.ps_task import run_ps
 from a3c_graph.distributed.sessions import GaveUp, lost_ps_errors, report_lost_ps
-from a3c_graph.distributed.training import run_worker
+from a3c_graph.distributed.worker_task import run_worker
 from a3c_graph.system import process_env
 
 PROG = WORKER_PROG

@@ -1,21 +1,31 @@
-"""The A3C graph of one worker task: where the model, the losses and the rollouts meet.
+"""The A3C graph of one worker task, built top-down in the order of one update.
 
-Placement (universe-starter-agent's layout):
-  * on the ps: the global network spread over the ps tasks by replica_device_setter, the
-    slots of Adam beside each variable (one optimizer per ps task, so no update crosses
-    between ps tasks), and global_step with the cluster-wide episode statistics on the
-    first ps task;
-  * on this worker: a local copy of the network, the rollout queue, the actor threads'
-    in-graph rollouts and the learner's forward and backward pass (core/learner.py).
+build_worker_graph reads as the algorithm does:
+  1. build_globals: on the ps, the global network spread over the ps tasks by
+     replica_device_setter, global_step and the cluster's episode statistics on the first ps
+     task (universe-starter-agent's layout);
+  2. on this worker, the local copy of the network (build_network(..., local=True));
+  3. build_actors_and_queue: the actors' in-graph rollouts, acting on the local copy, and the
+     FIFOQueue their QueueRunner threads fill;
+  4. build_learner: a rollout dequeued, its A3C loss and clipped gradients on the local copy
+     (core/learner.py), and the learning rate of this update;
+  5. exchange_with_ps: the gradients applied to the globals by an Adam on each ps task, the
+     rollout's episodes counted, and the updated globals and the counters brought back into
+     the local copy, in one message each way per ps task;
+  6. build_sync: the local init op, which syncs the local copy from the globals before any
+     actor starts, and the Saver of the chief's checkpoints.
+With --learn false (the acting ceiling of `benchmarks.run --ceiling`), steps 4 and 5 are
+replaced by count_on_ps: the rollout is counted and dropped, nothing else is built.
 
-The learner computes gradients on the local copy as it is when it dequeues a rollout,
-applies them to the globals and, in the same step, copies the globals back into the local
-copy, so the ps serves one session step per rollout, not two (an actor that synced before
-each rollout cost the ps a step of its own). The local copy is first synced by the local
-init op, before any actor starts.
+Each part has a tf.name_scope of its own, so TensorBoard's graph view shows these steps. The
+names a checkpoint holds (variables, Adam's slots and beta powers) come from variable scopes
+and the optimizers' names, never from these name scopes: tests/test_checkpoints.py holds
+them against a list written before this layout.
 
-So the gradients are not taken on the parameters that acted, but on a local copy that can
-be newer: a rollout waits in the queue behind up to --queue-capacity others, each of which
+The policy lag: the learner computes gradients on the local copy as it is when it dequeues
+a rollout, and the same step's refresh makes the copy newer, so the ps serves one session
+step per rollout, not two (an actor that synced before each rollout cost the ps a step of
+its own). A rollout waits in the queue behind up to --queue-capacity others, each of which
 refreshes the copy when it is learned from, and one refresh can land while the rollout is
 being collected, which then straddles it (its first steps acted on the older copy, its last
 on the newer). With one actor thread the copy is up to queue_capacity + 1 refreshes newer
@@ -26,38 +36,48 @@ A3C's usual policy lag between acting and learning, which the on-policy loss ign
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
-from a3c_graph.core.learner import acting_only_update, learner_update, learning_rate_now
+from a3c_graph.core.learner import LearnerUpdate, learner_update, learning_rate_now
 from a3c_graph.core.model import assign_op, build_network
 from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended, sample_actions
-from a3c_graph.core.stats import EpisodeStats
+from a3c_graph.core.stats import Counters, EpisodeStats
 from a3c_graph.distributed import transfer
 from a3c_graph.distributed.cluster import TaskSpec
 
 tf1 = tf.compat.v1
 
 
+class TrainFetches(NamedTuple):
+    """What one training step returns to the learner's loop (training.py), by name."""
+
+    counters: Counters        # the cluster's, as this update left them
+    loss: Any                 # the A3C loss of the rollout, and its parts
+    policy_loss: Any
+    value_loss: Any
+    entropy: Any
+    grad_norm: Any            # before clipping
+    learning_rate: Any        # the rate Adam applied (0 for a skipped update)
+    update_skipped: Any       # bool: NaN/inf loss or gradients, nothing applied
+    queue_size: Any           # rollouts waiting after this one was dequeued
+    rollout_steps: Any        # agent steps in the rollout (T x B)
+    finished_returns: Any     # [K] whole episodes that ended in the rollout
+    finished_lengths: Any     # [K]
+
+
 @dataclass
 class WorkerGraph:
-    """Handles the worker's training loop runs."""
+    """What the worker's session runs: the training step's fetches, and what the chief's
+    checkpoints and the session's start need."""
 
-    train_fetches: dict
+    train_fetches: TrainFetches
     global_network: object
     saver: tf1.train.Saver
     local_init_op: tf.Operation  # initializes the local variables, then syncs the local copy
-
-
-def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,
-                     global_step=None, name: str = "Adam"):
-    """Adam's update of `variables` by `gradients` (one per variable) at `learning_rate`,
-    where the variables live. Each ps task gets an optimizer of its own (see
-    exchange_with_ps), so its beta powers sit beside its variables."""
-    optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon, name=name)
-    return optimizer.apply_gradients(zip(gradients, variables), global_step=global_step)
 
 
 @dataclass
@@ -68,6 +88,58 @@ class Globals:
     network: object
     global_step: tf.Variable
     stats: EpisodeStats
+
+
+@dataclass
+class Learner:
+    """The learner's ops on the worker for one dequeued rollout."""
+
+    update: LearnerUpdate
+    learning_rate: tf.Tensor
+    finished_returns: tf.Tensor  # [K]
+    finished_lengths: tf.Tensor  # [K]
+    rollout_steps: int
+    env_steps_seen: tf.Variable  # the cluster's env steps as last read: the rate's anneal
+
+
+def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
+                       env_batches: list[EnvBatch],
+                       worker_device: str | None = None) -> WorkerGraph:
+    """Build the whole A3C graph of worker `spec.task` into the default graph (the module
+    docstring gives the steps).
+
+    worker_device: where this worker's own ops go (devices.py plans it), e.g.
+      "/job:worker/task:3/device:GPU:0"; ops without a kernel there (the env step's
+      numpy_function, the queue) fall back to the task's CPU through soft placement.
+      Default: the task's CPU. The globals always go to a ps task's CPU.
+    """
+    worker_device = worker_device or f"/job:worker/task:{spec.task}/cpu:0"
+    globals_ = build_globals(config, spec, info, worker_device)
+    with tf1.device(worker_device):
+        local_network = build_network(info.obs_shape, info.num_actions, config, "local",
+                                      local=True)
+        queue = build_actors_and_queue(local_network, env_batches, config)
+        rollout = queue.dequeue()
+    if not config.learn:
+        return count_on_ps(globals_, local_network, rollout, queue, spec.task, worker_device)
+    with tf1.device(worker_device):
+        learner = build_learner(local_network, rollout, config)
+    counters = exchange_with_ps(globals_, local_network, learner, spec.task, worker_device,
+                                config)
+    with tf1.device(worker_device):
+        with tf.control_dependencies([learner.env_steps_seen.assign(counters.env_steps)]):
+            counters = Counters(*(tf.identity(value) for value in counters))
+        update = learner.update
+        fetches = TrainFetches(
+            counters=counters, loss=update.loss, grad_norm=update.grad_norm,
+            learning_rate=learner.learning_rate,
+            update_skipped=tf.logical_not(update.is_finite), queue_size=queue.size,
+            rollout_steps=tf.constant(learner.rollout_steps),
+            finished_returns=learner.finished_returns,
+            finished_lengths=learner.finished_lengths, **update.parts)
+        saver, local_init_op = build_sync(globals_, local_network,
+                                          learner.env_steps_seen)
+    return WorkerGraph(fetches, globals_.network, saver, local_init_op)
 
 
 def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
@@ -88,94 +160,12 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     return Globals(network, global_step, stats)
 
 
-def exchange_with_ps(globals_: Globals, local_network, gradients, learning_rate,
-                     finished_returns, rollout_steps: int, task: int, worker_device: str,
-                     config: A3CConfig):
-    """The learner's round trip: one message from this worker to each ps task and one back
-    (transfer.moved), and nothing between ps tasks.
-
-    To each ps task go the gradients of its variables and the learning rate; to the ps of
-    the statistics also the rollout's finished episodes. Each ps task applies its own
-    variables' update with an Adam of its own: one shared optimizer would keep its beta
-    powers beside the first variable and the learning rate on one task, and every other
-    ps task would read them across the network on every update (docs/ps_capacity.md
-    counts those RPCs). Back come each
-    task's updated variables, which refresh the local copy, and from the statistics' ps
-    the counters. `gradients` empty (acting only): the rollout is counted, nothing applied.
-
-    Returns the counters (float64 [5], EpisodeStats.counters) on the worker, once the
-    local copy is refreshed.
-    """
-    variables = globals_.network.variables
-    stats, global_step = globals_.stats, globals_.global_step
-    groups = transfer.devices_of(variables) if gradients else {}
-    groups.setdefault(stats.device, [])
-    # The statistics' ps first: with one ps task the optimizer's names are those of a
-    # single shared optimizer, so checkpoints of either read the same.
-    order = [stats.device] + [device for device in groups if device != stats.device]
-    arrived, applied = {}, {}
-    for device in order:
-        indices = groups[device]
-        outgoing = [gradients[i] for i in indices] + [learning_rate]
-        if device == stats.device:
-            outgoing.append(finished_returns)
-        arrived[device] = transfer.moved(outgoing, source=worker_device, destination=device)
-        with tf1.device(device):
-            own_step = global_step if device == stats.device else None
-            if gradients:
-                task_name = tf1.DeviceSpec.from_string(device).task
-                applied[device] = apply_to_globals(
-                    arrived[device][:len(indices)], [variables[i] for i in indices],
-                    arrived[device][len(indices)], config, global_step=own_step,
-                    name="Adam" if device == stats.device else f"Adam_ps{task_name}")
-            else:  # acting only: the rollout is counted, nothing is applied
-                applied[device] = global_step.assign_add(1)
-    with tf1.device(stats.device), tf.control_dependencies([applied[stats.device]]):
-        record_op = stats.record(task, arrived[stats.device][-1], rollout_steps)
-
-    returned = {}
-    for device in order:
-        with tf1.device(device), tf.control_dependencies(
-                [record_op if device == stats.device else applied[device]]):
-            outgoing = [variables[i].read_value() for i in groups[device]]
-            if device == stats.device:
-                outgoing.append(stats.counters(global_step))
-        returned[device] = transfer.moved(outgoing, source=device, destination=worker_device)
-
-    with tf1.device(worker_device):
-        # Acting only, no variable comes back: the local copy stays as the local init op
-        # synced it.
-        refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
-                                  "refresh_local")
-        with tf.control_dependencies([refresh_local]):
-            return tf.identity(returned[stats.device][-1], name="counters")
-
-
-def sync_local_from_global(local_network, global_network):
-    """An op that copies every variable of the global network into the local copy: one
-    packed message from each ps task the globals live on (transfer.pulled)."""
-    return assign_op(local_network, transfer.pulled(global_network.variables),
-                     "sync_local_from_global")
-
-
-def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
-                       env_batches: list[EnvBatch],
-                       worker_device: str | None = None) -> WorkerGraph:
-    """Build the whole A3C graph of worker `spec.task` into the default graph.
-
-    worker_device: where this worker's own ops go (devices.py plans it), e.g.
-      "/job:worker/task:3/device:GPU:0"; ops without a kernel there (the env step's
-      numpy_function, the queue) fall back to the task's CPU through soft placement.
-      Default: the task's CPU. The globals always go to a ps task's CPU.
-    """
-    worker_device = worker_device or f"/job:worker/task:{spec.task}/cpu:0"
-    globals_ = build_globals(config, spec, info, worker_device)
-
-    with tf1.device(worker_device):
-        local_network = build_network(info.obs_shape, info.num_actions, config, "local",
-                                      local=True)
-
-        state_shape = local_network.state_shape if local_network.recurrent else None
+def build_actors_and_queue(local_network, env_batches: list[EnvBatch],
+                           config: A3CConfig) -> RolloutQueue:
+    """One actor per EnvBatch: a whole rollout of config.rollout_length steps in a
+    tf.while_loop acting on the local copy (core/rollout.py), enqueued by a QueueRunner
+    thread of its own into one FIFOQueue."""
+    with tf.name_scope("actors"):
         if local_network.recurrent:
             def policy(obs, state):
                 logits, _, after = local_network.step(obs, state)
@@ -185,57 +175,160 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
                 logits, _ = local_network(obs)
                 return sample_actions(logits)
 
-        rollouts = [
-            build_rollout(batch, policy, config.rollout_length, state_shape=state_shape)
-            for batch in env_batches
-        ]
-        queue = RolloutQueue(rollouts, config.queue_capacity)
+        state_shape = local_network.state_shape if local_network.recurrent else None
+        rollouts = [build_rollout(batch, policy, config.rollout_length, state_shape=state_shape)
+                    for batch in env_batches]
+        return RolloutQueue(rollouts, config.queue_capacity)
 
-        rollout = queue.dequeue()
-        update = (learner_update(local_network, rollout, config) if config.learn
-                  else acting_only_update())
-        ended = episode_ended(rollout["episode_lengths"])
-        finished_returns = tf.boolean_mask(rollout["episode_returns"], ended)
-        finished_lengths = tf.boolean_mask(rollout["episode_lengths"], ended)
 
-        # The cluster's env steps as this worker last read them, for the learning rate's
-        # anneal: read from the ps by the local init op, then with every update's counters.
+def build_learner(local_network, rollout: dict, config: A3CConfig) -> Learner:
+    """The update a dequeued rollout makes on the local copy (core/learner.py: the A3C loss,
+    its clipped gradients, NaN/inf updates zeroed) and the learning rate it applies at,
+    annealed by the cluster's env steps as this worker last read them."""
+    with tf.name_scope("learner"):
+        update = learner_update(local_network, rollout, config)
+        returns, lengths = finished_episodes(rollout)
         env_steps_seen = tf1.get_variable(
             "env_steps_seen", [], tf.int64, initializer=tf1.zeros_initializer(),
             trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
         learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen)
+    return Learner(update, learning_rate, returns, lengths,
+                   rollout["rewards"].shape.num_elements(), env_steps_seen)
 
-    counters = exchange_with_ps(globals_, local_network, update.gradients, learning_rate,
-                                finished_returns, rollout["rewards"].shape.num_elements(),
-                                spec.task, worker_device, config)
 
+def finished_episodes(rollout: dict):
+    """The returns and lengths [K] of the episodes (Atari: whole games) that ended in
+    `rollout`, in time order."""
+    ended = episode_ended(rollout["episode_lengths"])
+    return (tf.boolean_mask(rollout["episode_returns"], ended),
+            tf.boolean_mask(rollout["episode_lengths"], ended))
+
+
+def ps_tasks_in_order(globals_: Globals) -> dict[str, list[int]]:
+    """{ps device: indices of the global variables on it}, the statistics' ps first: with one
+    ps task the optimizer's names are then those of a single shared optimizer, so
+    checkpoints of either read the same."""
+    groups = transfer.devices_of(globals_.network.variables)
+    stats_device = globals_.stats.device
+    return {stats_device: groups.get(stats_device, []),
+            **{device: indices for device, indices in groups.items() if device != stats_device}}
+
+
+def exchange_with_ps(globals_: Globals, local_network, learner: Learner, task: int,
+                     worker_device: str, config: A3CConfig) -> Counters:
+    """The learner's round trip: one message from this worker to each ps task and one back
+    (transfer.moved), and nothing between ps tasks.
+
+    To each ps task go the gradients of its variables and the learning rate; to the ps of
+    the statistics also the rollout's finished episodes. Each ps task applies its own
+    variables' update with an Adam of its own: one shared optimizer would keep its beta
+    powers beside the first variable and the learning rate on one task, and every other ps
+    task would read them across the network on every update (docs/ps_capacity.md counts
+    those RPCs). Back come each task's updated variables, which refresh the local copy, and
+    from the statistics' ps the counters. Returns the Counters on this worker, once the
+    local copy is refreshed.
+    """
+    variables, stats = globals_.network.variables, globals_.stats
+    gradients = learner.update.gradients
+    groups = ps_tasks_in_order(globals_)
+    returned = {}
+    for device, indices in groups.items():
+        is_stats_ps = device == stats.device
+        outgoing = [gradients[i] for i in indices] + [learner.learning_rate]
+        if is_stats_ps:
+            outgoing.append(learner.finished_returns)
+        with tf.name_scope("to_ps"):
+            arrived = transfer.moved(outgoing, source=worker_device, destination=device)
+        with tf1.device(device):
+            # Adam's beta powers are named by the name scope they are made in: none here,
+            # as in every checkpoint written so far.
+            applied = apply_to_globals(
+                arrived[:len(indices)], [variables[i] for i in indices], arrived[len(indices)],
+                config, global_step=globals_.global_step if is_stats_ps else None,
+                name="Adam" if is_stats_ps else f"Adam_ps{tf1.DeviceSpec.from_string(device).task}")
+            if is_stats_ps:
+                with tf.control_dependencies([applied]):
+                    applied = stats.record(task, arrived[-1], learner.rollout_steps)
+        returned[device] = _back_from_ps(globals_, indices, device, applied, worker_device)
+    return _refresh_local_copy(local_network, globals_, groups, returned, worker_device)
+
+
+def _back_from_ps(globals_: Globals, indices: list[int], device: str, after: tf.Operation,
+                  worker_device: str) -> list[tf.Tensor]:
+    """The values of the variables `indices` of ps task `device` once `after` has run, and
+    from the statistics' ps the counters too, moved to this worker in one message."""
+    with tf1.device(device), tf.control_dependencies([after]), tf.name_scope("from_ps"):
+        outgoing = [globals_.network.variables[i].read_value() for i in indices]
+        if device == globals_.stats.device:
+            outgoing.extend(globals_.stats.counters(globals_.global_step))
+        return transfer.moved(outgoing, source=device, destination=worker_device)
+
+
+def _refresh_local_copy(local_network, globals_: Globals, groups: dict[str, list[int]],
+                        returned: dict[str, list], worker_device: str) -> Counters:
+    """The local copy assigned the globals' values that came back (`groups` says which
+    variables each ps task sent: ps_tasks_in_order), then the counters."""
+    with tf1.device(worker_device), tf.name_scope("refresh_local"):
+        refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
+                                  "refresh_local")
+        counters = returned[globals_.stats.device][-len(Counters._fields):]
+        with tf.control_dependencies([refresh_local]):
+            return Counters(*(tf.identity(value) for value in counters))
+
+
+def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,
+                     global_step=None, name: str = "Adam"):
+    """Adam's update of `variables` by `gradients` (one per variable) at `learning_rate`,
+    where the variables live. Each ps task gets an optimizer of its own (see
+    exchange_with_ps), so its beta powers sit beside its variables."""
+    optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon, name=name)
+    return optimizer.apply_gradients(zip(gradients, variables), global_step=global_step)
+
+
+def build_sync(globals_: Globals, local_network, env_steps_seen):
+    """(saver, local init op). The Saver is built last so it covers the optimizers' slots;
+    not sharded: the chief fetches every variable and writes one checkpoint, so no ps needs
+    the chief's filesystem. The local init op initializes the local variables, then syncs
+    the local copy from the globals (one packed message from each ps task) and reads the
+    cluster's env steps for the learning rate's anneal."""
+    saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
+    with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
+        ops = [sync_local_from_global(local_network, globals_.network)]
+        if env_steps_seen is not None:
+            ops.append(env_steps_seen.assign(globals_.stats.env_steps.read_value()))
+        local_init_op = tf.group(*ops, name="local_init")
+    return saver, local_init_op
+
+
+def sync_local_from_global(local_network, global_network):
+    """An op that copies every variable of the global network into the local copy: one
+    packed message from each ps task the globals live on (transfer.pulled)."""
+    return assign_op(local_network, transfer.pulled(global_network.variables),
+                     "sync_local_from_global")
+
+
+def count_on_ps(globals_: Globals, local_network, rollout: dict, queue: RolloutQueue,
+                task: int, worker_device: str) -> WorkerGraph:
+    """--learn false, the acting ceiling `benchmarks.run --ceiling` measures: each rollout is
+    dequeued, its episodes and steps counted on the ps and the global step advanced, and
+    nothing is learned; the local copy stays as the local init op synced it."""
+    stats = globals_.stats
     with tf1.device(worker_device):
-        with tf.control_dependencies([env_steps_seen.assign(tf.cast(counters[1], tf.int64))]):
-            counters = tf.identity(counters)
-        train_fetches = {
-            "global_step": tf.cast(counters[0], tf.int64),
-            "env_steps": tf.cast(counters[1], tf.int64),
-            "episodes": tf.cast(counters[2], tf.int64),
-            "recent_count": tf.cast(counters[3], tf.int32),
-            "mean_return_100": tf.cast(counters[4], tf.float32),
-        }
-        # Built last so it covers the optimizer's slots too. Not sharded: the chief fetches
-        # every variable and writes one checkpoint, so no ps needs the chief's filesystem.
-        saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
-        with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
-            local_init_op = tf.group(
-                sync_local_from_global(local_network, globals_.network),
-                env_steps_seen.assign(globals_.stats.env_steps.read_value()),
-                name="local_init")
-    train_fetches.update({
-        "loss": update.loss,
-        "grad_norm": update.grad_norm,
-        "queue_size": queue.size,
-        "finished_returns": finished_returns,
-        "finished_lengths": finished_lengths,
-        "rollout_steps": tf.size(rollout["rewards"]),
-        "update_skipped": tf.logical_not(update.is_finite),
-        **update.parts,
-    })
-    return WorkerGraph(train_fetches=train_fetches, global_network=globals_.network, saver=saver,
-                       local_init_op=local_init_op)
+        returns, lengths = finished_episodes(rollout)
+        steps = rollout["rewards"].shape.num_elements()
+    with tf.name_scope("count_on_ps"):
+        (arrived,) = transfer.moved([returns], source=worker_device, destination=stats.device)
+        with tf1.device(stats.device):
+            counted = stats.record(task, arrived, steps)
+            with tf.control_dependencies([counted]):
+                counted = globals_.global_step.assign_add(1)
+        back = _back_from_ps(globals_, [], stats.device, counted, worker_device)
+    with tf1.device(worker_device):
+        zero = tf.constant(0.0)
+        fetches = TrainFetches(
+            counters=Counters(*back), loss=zero, policy_loss=zero, value_loss=zero,
+            entropy=zero, grad_norm=zero, learning_rate=zero, update_skipped=tf.constant(False),
+            queue_size=queue.size, rollout_steps=tf.constant(steps),
+            finished_returns=returns, finished_lengths=lengths)
+        saver, local_init_op = build_sync(globals_, local_network, None)
+    return WorkerGraph(fetches, globals_.network, saver, local_init_op)

@@ -1,0 +1,118 @@
+"""A worker task's start-up and end: its server, its graph, the chief's checkpoint, its
+session to the ps, and then the learner's loop (training.py).
+
+Worker 0 is the chief: it initializes the globals or restores them from the latest
+checkpoint in --logdir (checkpoints.py checks it first), writes config.json for
+evaluate/export, and writes checkpoints every --checkpoint-secs through TF's
+CheckpointSaverHook. A lost ps is not handled here: the session's error reaches task_runner,
+which exits 75 for the launcher to restart the task (sessions.py says why).
+
+TensorFlow is imported inside the functions: task_runner.py imports this module before it
+has checked its flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from a3c_graph.cli import WORKER_PROG as PROG
+from a3c_graph.cli import UsageError
+from a3c_graph.core.stats import Counters
+from a3c_graph.distributed.ps_release import releases_ps
+from a3c_graph.distributed.sessions import GaveUp, session_creator
+from a3c_graph.distributed.training import ProgressReporter, learner_loop
+from a3c_graph.progress import write_json_atomic
+
+
+def run_worker(spec, config, args, info, target_return: float, stop, device) -> int:
+    """Start worker `spec.task`, train until a stop rule or a signal, and leave: 0, or
+    GaveUp when its updates stayed NaN/inf."""
+    import tensorflow as tf
+
+    from a3c_graph.distributed import ps_release
+    from a3c_graph.distributed.cluster import session_config, start_server
+    from a3c_graph.system.devices import apply_to_config, describe_task
+
+    progress = ProgressReporter(args.logdir, spec.task, target_return, config)
+    progress.write("starting")
+    sess_config = apply_to_config(
+        session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
+    server = start_server(spec, sess_config)
+    print(f"{PROG}: {describe_task(device)}", flush=True)
+
+    graph = tf.Graph()
+    with graph.as_default():
+        worker_graph, env_batches = _build_graph(spec, config, info, device)
+        # Under Slurm the ps ends once every worker has left its token (ps_release.py).
+        tokens = ps_release.token_ops(spec.num_ps, spec.task) if releases_ps(args) else []
+        scaffold = tf.compat.v1.train.Scaffold(saver=worker_graph.saver,
+                                               local_init_op=worker_graph.local_init_op)
+        checkpoint, hooks = _chief_checkpoints(spec, config, args.logdir, scaffold)
+        creator = session_creator(spec, scaffold, server.target, sess_config,
+                                  config.connect_timeout, checkpoint)
+        print(f"{PROG}: worker {spec.task} connecting to the ps at {','.join(spec.cluster['ps'])} "
+              "(if this hangs, the ps is not reachable)", flush=True)
+        reason, error = learner_loop(creator, hooks, worker_graph, config, spec, progress, stop,
+                                     target_return)
+        if tokens:  # after the session closed: the chief's last checkpoint is written
+            stop.in_loop = True  # a second SIGTERM (Slurm may send two) must not cut this
+            problem = ps_release.leave_token(server.target, graph, sess_config, tokens)
+            if problem:
+                print(f"{PROG}: warning: worker {spec.task} could not tell the ps it is done: "
+                      f"{problem}", flush=True)
+    progress.close()
+    for batch in env_batches:
+        batch.close()
+    _print_done(spec.task, reason, progress.fetched)
+    if error:
+        raise GaveUp(error)
+    return 0
+
+
+def _build_graph(spec, config, info, device):
+    """(WorkerGraph, the actors' EnvBatches) of this worker, seeded by task and actor."""
+    import tensorflow as tf
+
+    from a3c_graph.core.envs import EnvBatch, env_options
+    from a3c_graph.distributed.worker_graph import build_worker_graph
+
+    tf.compat.v1.set_random_seed(config.seed + 1000 * spec.task)
+    env_batches = [EnvBatch(config.env, config.envs_per_worker,
+                            seed=config.seed + 1000 * spec.task + 100 * actor,
+                            **env_options(config))
+                   for actor in range(config.actor_threads)]
+    return (build_worker_graph(config, spec, info, env_batches, worker_device=device.device),
+            env_batches)
+
+
+def _chief_checkpoints(spec, config, logdir: str, scaffold):
+    """(the checkpoint to restore or None, the session's hooks). The chief's: the log dir's
+    latest checkpoint if it fits this graph (UsageError if not), config.json written once it
+    does, and the hook that saves every --checkpoint-secs and at the end. Other workers
+    restore nothing and save nothing."""
+    if not spec.is_chief:
+        return None, []
+    import tensorflow as tf
+
+    from a3c_graph.checkpoints import CheckpointError, restorable_checkpoint
+
+    try:
+        checkpoint = restorable_checkpoint(
+            logdir, scaffold.saver,
+            warn=lambda message: print(f"{PROG}: warning: {message}", flush=True))
+    except CheckpointError as error:
+        raise UsageError(str(error)) from None
+    # What evaluate and export need to rebuild the network of this run's checkpoints.
+    write_json_atomic(os.path.join(logdir, "config.json"), dataclasses.asdict(config))
+    hooks = [tf.compat.v1.train.CheckpointSaverHook(
+        logdir, save_secs=config.checkpoint_secs, scaffold=scaffold)]
+    return checkpoint, hooks
+
+
+def _print_done(task: int, reason: str | None, fetched) -> None:
+    """The worker's last line: why it stopped and the cluster's counters it last read."""
+    counters = fetched.counters if fetched is not None else Counters(0, 0, 0, 0, float("nan"))
+    print(f"{PROG}: worker {task} done ({reason}): global step {int(counters.global_step)}, "
+          f"env steps {int(counters.env_steps)}, mean return(100) "
+          f"{float(counters.mean_return_100):.1f}", flush=True)
