@@ -27,16 +27,15 @@ stay cheap, and a worker task sets its TF environment before TF loads.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from a3c_graph.cli import UsageError
+from a3c_graph.cli import UsageError, as_flags
 from a3c_graph.core.config import A3CConfig, config_to_argv
 
 if TYPE_CHECKING:
@@ -86,16 +85,16 @@ def train(config: A3CConfig | None = None, *, workers: int | None = None,
     the caller's own handler (a KeyboardInterrupt for SIGINT, by default).
     """
     from a3c_graph.launcher import commands
+    from a3c_graph.launcher.options import LaunchOptions
     from a3c_graph.launcher.plan import plan_start
 
-    launcher_options = {"workers": workers, "ps": ps, "logdir": logdir,
-                        "allow_remote": allow_remote, "max_restarts": max_restarts,
-                        "gpus": gpus, "gpu_memory_fraction": gpu_memory_fraction,
-                        "cluster": cluster, "tasks": tasks, "port": port}
+    options = LaunchOptions(workers=workers, ps=ps, logdir=logdir, cluster=cluster, tasks=tasks,
+                            port=port, allow_remote=allow_remote, max_restarts=max_restarts,
+                            gpus=gpus, gpu_memory_fraction=gpu_memory_fraction)
     if config is not None and not isinstance(config, A3CConfig):
         raise TypeError(f"config must be an A3CConfig, got {type(config).__name__}")
-    argv = [*as_flags(launcher_options, switches=["allow_remote"]),
-            *(config_to_argv(config) if config is not None else []), *as_flags(config_fields)]
+    argv = [*options.to_argv(), *(config_to_argv(config) if config is not None else []),
+            *as_flags(config_fields)]
     with usage_as_value_error(), environment_as_found():
         args = commands.build_start_parser().parse_args(argv)
         plan = plan_start(args, os.environ)
@@ -150,28 +149,6 @@ def export(logdir: str | os.PathLike, out: str | os.PathLike, *,
     with usage_as_value_error(), environment_as_found():
         return str(exporting.export_policy(os.fspath(logdir), os.fspath(out), checkpoint,
                                            force))
-
-
-def as_flags(options: Mapping[str, Any], switches: Sequence[str] = ()) -> list[str]:
-    """Keyword arguments as a command's flags: name_x=v is --name-x=v (one token, so a
-    negative number is not read as a flag), a tuple comma-separated, None left out, a bool
-    of a config field --learn=false. `switches` name the flags that take no value, given
-    when True; any other name gets a value, so the parser refuses e.g. dry_run=True."""
-    config_fields = {f.name for f in dataclasses.fields(A3CConfig)}
-    flags = []
-    for name, value in options.items():
-        flag = "--" + name.replace("_", "-")
-        if name in switches:
-            flags += [flag] if value else []
-        elif value is None:
-            continue
-        elif isinstance(value, bool) and name in config_fields:
-            flags.append(f"{flag}={str(value).lower()}")
-        elif isinstance(value, (tuple, list)):
-            flags.append(f"{flag}={','.join(str(v) for v in value)}")
-        else:
-            flags.append(f"{flag}={os.fspath(value) if isinstance(value, os.PathLike) else value}")
-    return flags
 
 
 @contextlib.contextmanager

@@ -6,8 +6,8 @@ stderr, "PROG: error: MESSAGE", and exit status 2: never argparse's usage block,
 traceback, because the launcher relays a task's error line as is and a user reads one line.
 The exit statuses are a protocol too: the supervisor reads a worker's (supervisor.py's
 restart_decision) to decide whether to start it again, and a launcher's caller reads the
-launcher's. Each module used to declare its own parser, usage error, exit codes and
-stop-signal flag; they live here, once, and the modules import them.
+launcher's. The parser, the usage error, the exit codes and the stop-signal flag live here,
+once, and the modules import them.
 
 Only the standard library is imported: a bad flag is told before TF or gymnasium loads.
 """
@@ -15,15 +15,19 @@ Only the standard library is imported: a bad flag is told before TF or gymnasium
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
-from collections.abc import Sequence
-from typing import NoReturn
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
 
 EXIT_CRASH = 1
 EXIT_USAGE = 2
 # A worker task's own statuses, which the supervisor reads (a3c_graph/distributed/task_runner.py).
-EXIT_GAVE_UP = 3  # restarting it would not help: no ps in time, losses that stay NaN
+# EX_UNAVAILABLE: restarting it would not help (no ps in time, losses that stay NaN/inf).
+# Not 3, which is what `status` and `stop` say of a log dir with no live run (LSB's "not
+# running"); a worker gave up with 3 before.
+EXIT_GAVE_UP = 69
 EXIT_LOST_PS = 75  # EX_TEMPFAIL: the session to the ps broke; start it again
 # A task's, and then the launcher's: the log dir cannot be written (full, read-only, not
 # permitted: a3c_graph/storage.py); no restart can cure it.
@@ -89,3 +93,25 @@ class StopSignals:
     def exit_code(self) -> int:
         """The status of a command that stopped because of the signal it received."""
         return SIGNAL_EXIT.get(self.received or signal.SIGINT, 130)
+
+
+def as_flags(options: Mapping[str, Any], switches: Sequence[str] = ()) -> list[str]:
+    """Options as a command's flags, the one way every caller writes them (the Python API,
+    the background launcher, config_to_argv): name_x=v is --name-x=v (one token, so a
+    negative number is not read as a flag), a tuple or list comma-separated, a bool
+    --name=true/false, None left out. `switches` name the flags that take no value, given
+    when True; any other name gets a value, so a parser refuses e.g. dry_run=True."""
+    flags = []
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if name in switches:
+            flags += [flag] if value else []
+        elif value is None:
+            continue
+        elif isinstance(value, bool):
+            flags.append(f"{flag}={str(value).lower()}")
+        elif isinstance(value, (tuple, list)):
+            flags.append(f"{flag}={','.join(str(v) for v in value)}")
+        else:
+            flags.append(f"{flag}={os.fspath(value) if isinstance(value, os.PathLike) else value}")
+    return flags

@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, child_env, stop_run
 
 import a3c_graph
-from a3c_graph.api import as_flags
+from a3c_graph.cli import as_flags
 from a3c_graph.system import processes
 
 # A run that ends at its budget whether it learns or not: one worker, a small network.

@@ -21,7 +21,7 @@ pytest.importorskip("ale_py", reason="the atari extra is not installed: "
 
 from a3c_graph.core.config import config_to_argv, resolve_config  # noqa: E402
 from a3c_graph.core.envs import EnvBatch, env_options, make_env  # noqa: E402
-from a3c_graph.core.stats import resolve_target_return  # noqa: E402
+from a3c_graph.core.run_spec import resolve_run  # noqa: E402
 
 BREAKOUT = "ALE/Breakout-v5"
 FIRE = 1  # Breakout's minimal action set: NOOP, FIRE, RIGHT, LEFT
@@ -43,8 +43,8 @@ def test_the_classic_protocol_is_one_flag_with_no_sticky_actions_and_40m_frames(
 def test_a_game_without_a_known_target_trains_to_its_budget():
     for protocol in ("ale-v5", "classic"):
         config = resolve_config({"env": BREAKOUT, "protocol": protocol})
-        assert resolve_target_return(config) == float("inf")
-    assert resolve_target_return(resolve_config({"env": "ALE/Pong-v5"})) == 18.0
+        assert resolve_run(config).target_return == float("inf")
+    assert resolve_run(resolve_config({"env": "ALE/Pong-v5"})).target_return == 18.0
 
 
 def test_a_lost_life_ends_the_learning_episode_and_fire_follows_it_until_game_over():

@@ -44,7 +44,7 @@ def test_help_still_prints_and_exits_0(capsys):
 
 def test_fail_prints_one_error_line_and_returns_the_status(capsys):
     assert cli.fail("prog", cli.UsageError("--workers must be at least 1")) == cli.EXIT_USAGE == 2
-    assert cli.fail("prog", "gave up", cli.EXIT_GAVE_UP) == 3
+    assert cli.fail("prog", "gave up", cli.EXIT_GAVE_UP) == 69
     out, err = capsys.readouterr()
     assert out == ""
     assert err.splitlines() == ["prog: error: --workers must be at least 1",
@@ -52,8 +52,11 @@ def test_fail_prints_one_error_line_and_returns_the_status(capsys):
 
 
 def test_the_exit_statuses_the_supervisor_reads_are_distinct():
-    statuses = [cli.EXIT_CRASH, cli.EXIT_USAGE, cli.EXIT_GAVE_UP, cli.EXIT_LOST_PS]
-    assert statuses == [1, 2, 3, 75]
+    statuses = [cli.EXIT_CRASH, cli.EXIT_USAGE, cli.EXIT_GAVE_UP, cli.EXIT_LOST_PS,
+                cli.EXIT_STORAGE]
+    assert statuses == [1, 2, 69, 75, 74]
+    # `status` and `stop` say "no live run" with a status no task exits with.
+    assert cli.EXIT_NOT_LIVE == 3 and cli.EXIT_NOT_LIVE not in statuses
     assert cli.SIGNAL_EXIT == {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 

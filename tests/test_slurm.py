@@ -345,7 +345,7 @@ def test_a_run_that_is_not_over_requeues_the_job_a_bounded_number_of_times(
 
 def test_a_task_that_refused_its_input_or_gave_up_is_not_run_again():
     assert slurm_job.verdict(None, 0, 3, step_status=2) == 2  # bad input
-    assert slurm_job.verdict("signal", 0, 3, step_status=3) == 3  # NaN losses, no ps in time
+    assert slurm_job.verdict("signal", 0, 3, step_status=69) == 69  # NaN losses, no ps in time
     assert slurm_job.verdict(None, 0, 3, step_status=137) == slurm_job.EXIT_REQUEUE  # killed
     assert slurm_job.verdict("solved", 0, 3, step_status=137) == 0
 

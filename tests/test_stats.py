@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import time
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -19,8 +18,6 @@ from a3c_graph.core.config import resolve_config
 from a3c_graph.core.stats import (
     RECENT_EPISODES,
     EpisodeStats,
-    describe_target,
-    env_and_target_return,
     solved,
     training_stop_reason,
 )
@@ -53,38 +50,6 @@ def test_training_stops_when_solved_or_its_budget_is_spent():
                                 now - 61) == "solved"
     assert training_stop_reason(counters(1000), config, 475.0, now) == "max_steps"
     assert training_stop_reason(counters(10), config, 475.0, now - 61) == "max_seconds"
-
-
-def test_no_target_reads_as_running_to_the_budget():
-    assert describe_target(475.0) == "475"
-    assert describe_target(math.inf) == "none (runs to its budget)"
-
-
-def test_the_target_is_the_flag_else_the_env_threshold():
-    info, target = env_and_target_return(resolve_config({"env": "CartPole-v1"}))
-    assert (info.obs_shape, target) == ((4,), 475.0)
-    given = {"env": "CartPole-v1", "target_return": 100.0}
-    assert env_and_target_return(resolve_config(given))[1] == 100.0
-
-
-class ExplodingEnv(gym.Env):
-    def __init__(self, **options):
-        raise RuntimeError("no display\nsecond line")
-
-
-gym.register(id="ExplodingEnvForStats-v0", entry_point=ExplodingEnv)
-
-
-@pytest.mark.parametrize("given, message", [
-    ({"env": "NoSuchEnv-v9"}, "NoSuchEnv-v9"),
-    ({"env": "ExplodingEnvForStats-v0"},
-     "env 'ExplodingEnvForStats-v0' cannot be made: no display"),
-    ({"env": "CartPole-v1", "policy": "cnn"}, "--policy cnn needs image observations"),
-])
-def test_an_env_a_run_cannot_use_is_one_value_error(given, message):
-    with pytest.raises(ValueError) as raised:
-        env_and_target_return(resolve_config(given))
-    assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 class Cluster:

@@ -32,6 +32,7 @@ from a3c_graph import storage
 from a3c_graph.checkpoints import read_checkpoint_state
 from a3c_graph.cli import UsageError
 from a3c_graph.core.config import A3CConfig
+from a3c_graph.core.run_spec import resolve_run
 from a3c_graph.launcher import plan
 from a3c_graph.progress import read_progress, write_atomic
 from a3c_graph.system.processes import read_pid_files
@@ -177,13 +178,13 @@ def test_a_log_dir_without_room_for_one_checkpoint_is_refused(tmp_path, monkeypa
     monkeypatch.setattr(plan.shutil, "disk_usage",
                         lambda _path: shutil._ntuple_diskusage(10**9, 10**9 - free, free))
     with pytest.raises(UsageError) as refused:
-        plan.check_logdir_space(tmp_path / "run", A3CConfig())
+        plan.check_logdir_space(tmp_path / "run", resolve_run(A3CConfig()))
     assert str(refused.value) == (f"--logdir {tmp_path / 'run'} has 50 kB free, less than the "
                                   "110 kB one checkpoint of this network takes: free some "
                                   "space there or give another --logdir")
     monkeypatch.setattr(plan.shutil, "disk_usage",
                         lambda _path: shutil._ntuple_diskusage(10**9, 0, 110_000))
-    plan.check_logdir_space(tmp_path / "run", A3CConfig())
+    plan.check_logdir_space(tmp_path / "run", resolve_run(A3CConfig()))
 
 
 # --------------------------------------------------------------------------- a worker
@@ -194,7 +195,7 @@ FAILING_WORKER = textwrap.dedent('''
     import errno, os, sys
     from a3c_graph.distributed import task_runner
 
-    def run_worker(spec, config, args, *rest):
+    def run_worker(spec, run, args, *rest):
         import tensorflow as tf
         path = os.path.join(args.logdir, "model.ckpt-7.data-00000-of-00001.tempstate1")
         open(path, "w").close()  # what a failed save leaves

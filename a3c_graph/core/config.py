@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from a3c_graph.cli import as_flags
+
 PRESET_CHOICES = ("auto", "cartpole", "atari", "minatar")
 POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
 # ALE protocols (docs/environments.md): ale-v5 is ALE v5's (Machado et al. 2018: sticky
@@ -393,15 +395,10 @@ def config_from_args(args: argparse.Namespace) -> A3CConfig:
 def config_to_argv(config: A3CConfig) -> list[str]:
     """The flags that reproduce `config` on another command line: --env and --preset when
     not the defaults, and every other field whose value differs from the preset's."""
-    argv: list[str] = []
     preset = preset_values(config.preset, config.env, config.repeat_action_probability,
                            config.protocol)
-    for f in dataclasses.fields(A3CConfig):
-        value = getattr(config, f.name)
-        # None (target_return: "the env's threshold") has no flag; the preset's value stands.
-        if value == preset.get(f.name, f.default) or value is None:
-            continue
-        # One "--flag=value" token: argparse would read a separate "-1e-05" as an option.
-        argv.append(f"--{_flag(f.name)}={_show(value)}")
-    return argv
+    # None (target_return: "the env's threshold") has no flag; the preset's value stands.
+    changed = {f.name: getattr(config, f.name) for f in dataclasses.fields(A3CConfig)
+               if getattr(config, f.name) not in (preset.get(f.name, f.default), None)}
+    return as_flags(changed)
 

@@ -12,18 +12,14 @@ The window and the rule are read by code that must not import TensorFlow yet, or
 device, the learning benchmark's report), so TensorFlow is imported inside EpisodeStats,
 which only the worker's graph builds.
 
-The stop rules live here too, once for every caller: the target a run stops at
-(env_and_target_return, which the launcher, a worker started by hand, the TF2 variants and
-the benchmarks resolve alike) and why a worker stops after an update (training_stop_reason).
+The stop rule lives here too, once for every caller: why a worker stops after an update
+(training_stop_reason); the target it stops at is resolved with the run (run_spec.py).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, NamedTuple
-
-from a3c_graph.core.config import resolve_policy
 
 RECENT_EPISODES = 100
 
@@ -44,47 +40,6 @@ def solved(recent_count: int, mean_return: float, target_return: float) -> bool:
     a mean return of `mean_return` has reached `target_return`: never before it has finished
     RECENT_EPISODES episodes, however well the first few went."""
     return recent_count >= RECENT_EPISODES and mean_return >= target_return
-
-
-def target_return(config, info) -> float:
-    """The mean return at which a run of `config` (A3CConfig) on an env of `info`
-    (envs.EnvInfo) is solved: --target-return, else the env spec's reward_threshold.
-
-    The launcher resolves it before the tasks start and hands it to each of them, so every
-    worker agrees; a worker started by hand resolves it the same way. ValueError (one
-    sentence) when neither is there.
-    """
-    target = config.target_return if config.target_return is not None else info.reward_threshold
-    if target is None:
-        raise ValueError(f"env {config.env!r} has no reward_threshold; give --target-return")
-    return float(target)
-
-
-def env_and_target_return(config):
-    """(envs.EnvInfo, target return) of a run of `config`: the env made once, the network
-    checked against its observations (no --policy cnn on CartPole), the target resolved as
-    target_return does. ValueError (one sentence) for anything a user got wrong, whatever
-    the env id's own code raised."""
-    from a3c_graph.core import envs  # imports gymnasium: only when a run is planned
-
-    try:
-        info = envs.env_info(config.env, **envs.env_options(config))
-    except envs.EnvError:
-        raise
-    except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ValueError(f"env {config.env!r} cannot be made: {first}") from None
-    resolve_policy(config.policy, info.obs_shape)
-    return info, target_return(config, info)
-
-
-def resolve_target_return(config) -> float:
-    """The target return of a run of `config`, checked as env_and_target_return checks it."""
-    return env_and_target_return(config)[1]
-
-
-def describe_target(target_return: float) -> str:
-    return f"{target_return:g}" if math.isfinite(target_return) else "none (runs to its budget)"
 
 
 def training_stop_reason(counters, config, target_return: float, started: float) -> str | None:

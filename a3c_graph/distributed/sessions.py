@@ -12,7 +12,7 @@ recreate a broken session and wait for the ps forever; FirstSessionOnly refuses 
 session instead, and the error becomes LostPs, which the worker turns into exit status 75
 (cli.EXIT_LOST_PS): its supervisor starts it again, the new process waits for the ps, and
 the chief restores the latest checkpoint if it must. What cannot be cured by a restart (no
-ps within --connect-timeout) is GaveUp, exit status 3.
+ps within --connect-timeout) is GaveUp, exit status 69.
 
 One AbortedError is not a lost ps: "The same RunGraph (Worker) request was received twice".
 A task refuses a request whose id it saw among its last 100,000, and TF 2.21 draws a step's
@@ -58,7 +58,7 @@ DUPLICATE_NEW_SESSION_SECS = 60.0
 
 
 class GaveUp(Exception):
-    """The task cannot go on and restarting it would not help: one line, exit status 3."""
+    """The task cannot go on and restarting it would not help: one line, exit status 69."""
 
 
 class LostPs(Exception):

@@ -8,7 +8,7 @@ request, which it runs again: sessions.py): a worker that loses the ps exits wit
 and its supervisor (the launcher) starts it again; the new process waits for the ps, and
 the chief restores the globals from the latest checkpoint (sessions.py: the session
 creators, the wait for the ps, what a lost ps means). Exit status (cli.py): 0 after a
-normal stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a crash, 3 when
+normal stop (solved, budget spent, SIGTERM/SIGINT), 2 for bad input, 1 for a crash, 69 when
 it gave up (no ps within --connect-timeout, or losses that stay NaN/inf), 74 when the log dir
 cannot be written (full, read-only, not permitted: storage.py), 75 after losing the ps.
 
@@ -36,7 +36,7 @@ from a3c_graph.cli import (
     UsageError,
     fail,
 )
-from a3c_graph.core.stats import env_and_target_return
+from a3c_graph.core.run_spec import resolve_run
 from a3c_graph.distributed.cluster import (  # stdlib only at import: cheap
     SLURM_DEFAULT_PORT,
     ClusterError,
@@ -133,14 +133,14 @@ def main(argv=None) -> int:
         task = _validated_task(args)
     except UsageError as error:
         return fail(PROG, error)
-    spec, config, info, target, device = task
+    spec, config, run, device = task
     _graph_mode_tensorflow()
     try:
         try:
             if spec.job == "ps":
                 return run_ps(spec, config, device, stop,
                               released_by_workers=releases_ps(args))
-            return run_worker(spec, config, args, info, target, stop, device)
+            return run_worker(spec, run, args, stop, device)
         except (ClusterError, UsageError) as error:  # e.g. lost a race for the port
             return fail(PROG, error)
         except GaveUp as error:
@@ -169,8 +169,8 @@ def leave_on_storage_fault(spec, logdir: str | None, fault: str) -> NoReturn:
 
 
 def _validated_task(args):
-    """(spec, config, env info, target return, device), or UsageError for anything a user
-    got wrong.
+    """(spec, config, run (core/run_spec.py; None for a ps), device), or UsageError for
+    anything a user got wrong.
 
     Every check a user can fail runs here, before TF is imported (its C++ log lines would
     break the one-line error; --cluster slurm imports it quietly, see cluster_from_slurm) and
@@ -189,16 +189,16 @@ def _validated_task(args):
             device = _task_device(args, spec)
             _check_private_network(args)
             check_port_free(spec.address)  # in the network the server will listen in
-            return spec, config, None, None, device
+            return spec, config, None, device
         if not args.logdir:
             raise UsageError("--logdir is required for a worker")
-        info, target = env_and_target_return(config)  # the launcher's checks (core/stats.py)
+        run = resolve_run(config)  # the launcher's checks, the same code
         device = _task_device(args, spec)
         _check_private_network(args)
         check_port_free(spec.address)
         _check_logdir(args.logdir)
-        check_logdir_config(args.logdir, config, info.obs_shape)  # a different run's logdir
-        return spec, config, info, target, device
+        check_logdir_config(args.logdir, config, run.info.obs_shape)  # another run's logdir
+        return spec, config, run, device
     except (ClusterError, ValueError) as error:
         raise UsageError(str(error)) from None
 

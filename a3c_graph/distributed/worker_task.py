@@ -25,16 +25,17 @@ from a3c_graph.distributed.training import ProgressReporter, learner_loop
 from a3c_graph.progress import write_json_atomic
 
 
-def run_worker(spec, config, args, info, target_return: float, stop, device) -> int:
-    """Start worker `spec.task`, train until a stop rule or a signal, and leave: 0, or
-    GaveUp when its updates stayed NaN/inf."""
+def run_worker(spec, run, args, stop, device) -> int:
+    """Start worker `spec.task` of `run` (core/run_spec.py), train until a stop rule or a
+    signal, and leave: 0, or GaveUp when its updates stayed NaN/inf."""
     import tensorflow as tf
 
     from a3c_graph.distributed import ps_release
     from a3c_graph.distributed.cluster import session_config, start_server
     from a3c_graph.system.devices import apply_to_config, describe_task
 
-    progress = ProgressReporter(args.logdir, spec.task, target_return, config)
+    config = run.config
+    progress = ProgressReporter(args.logdir, spec.task, run.target_return, config)
     progress.write("starting")
     sess_config = apply_to_config(
         session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
@@ -43,7 +44,7 @@ def run_worker(spec, config, args, info, target_return: float, stop, device) -> 
 
     graph = tf.Graph()
     with graph.as_default():
-        worker_graph, env_batches = _build_graph(spec, config, info, device)
+        worker_graph, env_batches = _build_graph(spec, config, run.info, device)
         # Under Slurm the ps ends once every worker has left its token (ps_release.py).
         tokens = ps_release.token_ops(spec.num_ps, spec.task) if releases_ps(args) else []
         scaffold = tf.compat.v1.train.Scaffold(saver=worker_graph.saver,
@@ -54,7 +55,7 @@ def run_worker(spec, config, args, info, target_return: float, stop, device) -> 
         print(f"{PROG}: worker {spec.task} connecting to the ps at {','.join(spec.cluster['ps'])} "
               "(if this hangs, the ps is not reachable)", flush=True)
         reason, error = learner_loop(creator, hooks, worker_graph, config, spec, progress, stop,
-                                     target_return)
+                                     run.target_return)
         if tokens:  # after the session closed: the chief's last checkpoint is written
             stop.in_loop = True  # a second SIGTERM (Slurm may send two) must not cut this
             problem = ps_release.leave_token(server.target, graph, sess_config, tokens)

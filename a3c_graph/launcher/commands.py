@@ -59,8 +59,9 @@ from a3c_graph.cli import (
     fail,
 )
 from a3c_graph.core.config import add_config_arguments, config_to_argv
-from a3c_graph.core.stats import describe_target
+from a3c_graph.core.run_spec import describe_target
 from a3c_graph.distributed import cluster as cluster_lib
+from a3c_graph.launcher.options import LaunchOptions
 from a3c_graph.launcher.plan import (
     DEFAULT_MAX_RESTARTS,
     LOCAL_SOURCE,
@@ -257,21 +258,14 @@ def storage_outcome(plan: LaunchPlan, error: OSError) -> Outcome:
 
 def start_background(plan: LaunchPlan) -> int:
     """Re-run this launcher detached, with every decision of `plan` spelled out."""
-    argv = ["start", "--logdir", str(plan.logdir)]
-    if plan.source == LOCAL_SOURCE:
-        argv += ["--ps", str(len(plan.cluster["ps"])), "--workers", str(len(plan.workers))]
-    if plan.cluster_file:
-        argv += ["--cluster", plan.cluster_file]
-    if plan.tasks_flag:
-        argv += ["--tasks", plan.tasks_flag]
-    if plan.allow_remote:
-        argv.append("--allow-remote")
-    argv.append(f"--max-restarts={plan.max_restarts}")
-    if plan.devices is not None:
-        argv.append(f"--gpus={plan.devices.request.text}")
-        if plan.devices.memory_fraction is not None:
-            argv.append(f"--gpu-memory-fraction={plan.devices.memory_fraction!r}")
-    argv += config_to_argv(plan.config)
+    local = plan.source == LOCAL_SOURCE
+    options = LaunchOptions(
+        logdir=plan.logdir, ps=len(plan.cluster["ps"]) if local else None,
+        workers=len(plan.workers) if local else None, cluster=plan.cluster_file,
+        tasks=plan.tasks_flag, allow_remote=plan.allow_remote, max_restarts=plan.max_restarts,
+        gpus=plan.devices.request.text if plan.devices is not None else None,
+        gpu_memory_fraction=plan.devices.memory_fraction if plan.devices is not None else None)
+    argv = ["start", *options.to_argv(), *config_to_argv(plan.config)]
     created = not plan.logdir.exists()
     plan.logdir.mkdir(parents=True, exist_ok=True)
     log_path = plan.logdir / "launcher.log"

@@ -19,7 +19,6 @@ starts the task of its own rank.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shlex
 import shutil
@@ -34,7 +33,7 @@ from pathlib import Path
 from a3c_graph import checkpoints
 from a3c_graph.cli import UsageError
 from a3c_graph.core.config import A3CConfig, config_from_args, config_to_argv
-from a3c_graph.core.stats import resolve_target_return
+from a3c_graph.core.run_spec import RunSpec, resolve_run
 from a3c_graph.distributed import cluster as cluster_lib
 from a3c_graph.launcher import resources
 from a3c_graph.launcher.device_plan import DevicePlan, plan_devices
@@ -74,7 +73,7 @@ class TaskPlan:
 class LaunchPlan:
     """Everything `start` decided before touching the machine."""
 
-    config: A3CConfig  # with target_return resolved
+    run: RunSpec  # the config with its target return resolved, and the env's facts
     cluster: Mapping[str, list]
     tasks: tuple[TaskPlan, ...]  # ps tasks first: workers connect to them
     logdir: Path
@@ -92,41 +91,23 @@ class LaunchPlan:
     dry_run_warnings: tuple[str, ...] = ()
 
     @property
+    def config(self) -> A3CConfig:
+        return self.run.config
+
+    @property
     def workers(self) -> list[TaskPlan]:
         return [t for t in self.tasks if t.job == "worker"]
 
 
 def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPlan:
-    """Validate every input and decide every command; raises UsageError, starts nothing."""
-    try:
-        config = config_from_args(args)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    for flag in ("workers", "ps"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise UsageError(f"--{flag} must be at least 1, got {value}")
-    if args.max_restarts < 0:
-        raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
-    try:
-        devices_lib.parse_gpus(args.gpus)
-        devices_lib.check_memory_fraction(args.gpu_memory_fraction)
-    except devices_lib.DeviceError as error:
-        raise UsageError(str(error)) from None
-    try:  # the env, the network it needs and the target: core/stats.py checks them once
-        config = dataclasses.replace(config, target_return=resolve_target_return(config))
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-
+    """Validate every input and decide every command; raises UsageError, starts nothing.
+    A dry run turns the checks of this machine's room (memory, threads, disk) into
+    warnings: its commands may be meant for another machine."""
+    run = _checked_run(args)
     cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
     private_network = private_network_wanted(cluster, local_keys, source, args.allow_remote)
-    dry_run_warnings = []
-    try:
-        check_resources(config, cluster, local_keys, source)
-    except UsageError as error:
-        if not args.dry_run:
-            raise
-        dry_run_warnings.append(str(error))
+    warnings: list[str] = []
+    _room_check(args.dry_run, warnings, check_resources, run, cluster, local_keys, source)
     # Local mode picked free ports just now; a cluster file's ports must be checked, on the
     # host network (in a private network, a new namespace, every port is free).
     if source != LOCAL_SOURCE and not private_network:
@@ -135,45 +116,67 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
                 cluster_lib.check_port_free(cluster[job][index])
             except cluster_lib.ClusterError as error:
                 raise UsageError(f"{job} task {index}: {error}") from None
-
-    if source == SLURM_SOURCE:
-        logdir = Path(os.path.abspath(slurm_logdir(args.logdir, config.env, local_keys[0],
-                                                   environ)))
-    else:
-        logdir = Path(os.path.abspath(args.logdir or default_logdir(config.env)))
+    logdir = _run_logdir(args.logdir, run.config.env, source, local_keys, environ)
     check_logdir_writable(logdir)
-    try:
-        check_logdir_space(logdir, config)
-    except UsageError as error:
-        if not args.dry_run:
-            raise
-        dry_run_warnings.append(str(error))
+    _room_check(args.dry_run, warnings, check_logdir_space, logdir, run)
     check_no_live_run(logdir)
-    check_logdir_checkpoints(logdir, config)
-
-    keys = sorted(local_keys, key=lambda key: (key[0] != "ps", key[1]))
+    check_logdir_checkpoints(logdir, run)
+    keys = sorted(local_keys, key=lambda key: (key[0] != "ps", key[1]))  # ps tasks first
     try:
         # One mechanism per child: CUDA_VISIBLE_DEVICES, set before its TF starts.
         device_plan = plan_devices(keys, args.gpus, args.gpu_memory_fraction,
                                    devices_lib.detect_gpus(environ))
     except devices_lib.DeviceError as error:
         raise UsageError(str(error)) from None
-    env_overrides: dict[str, str] = {}
-    if tf_config is not None:
-        env_overrides["TF_CONFIG"] = tf_config
+    env_overrides = {"TF_CONFIG": tf_config} if tf_config is not None else {}
     tasks = tuple(
         TaskPlan(job=job, index=index, address=cluster[job][index],
-                 argv=tuple(task_argv(job, index, cluster, logdir, config, args.allow_remote,
+                 argv=tuple(task_argv(job, index, cluster, logdir, run.config, args.allow_remote,
                                       hosts_in_flags=tf_config is None)
                             + list(device_plan.for_task(job, index).flags)),
                  env_overrides={**env_overrides, **device_plan.for_task(job, index).env})
         for job, index in keys)
-    return LaunchPlan(config=config, cluster=cluster, tasks=tasks, logdir=logdir,
+    return LaunchPlan(run=run, cluster=cluster, tasks=tasks, logdir=logdir,
                       allow_remote=args.allow_remote, source=source,
                       cluster_file=os.path.abspath(args.cluster) if args.cluster else None,
                       tasks_flag=args.tasks, devices=device_plan,
                       max_restarts=args.max_restarts, private_network=private_network,
-                      dry_run_warnings=tuple(dry_run_warnings))
+                      dry_run_warnings=tuple(warnings))
+
+
+def _checked_run(args: argparse.Namespace) -> RunSpec:
+    """The run of the command line's config (core/run_spec.py: the env, the network it
+    needs, the target), and the launcher's own numbers checked; UsageError if not."""
+    for flag in ("workers", "ps"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UsageError(f"--{flag} must be at least 1, got {value}")
+    if args.max_restarts < 0:
+        raise UsageError(f"--max-restarts must be 0 or more, got {args.max_restarts}")
+    try:
+        config = config_from_args(args)
+        devices_lib.parse_gpus(args.gpus)
+        devices_lib.check_memory_fraction(args.gpu_memory_fraction)
+        return resolve_run(config)
+    except (ValueError, devices_lib.DeviceError) as error:
+        raise UsageError(str(error)) from None
+
+
+def _room_check(dry_run: bool, warnings: list[str], check, *check_args) -> None:
+    """check(*check_args); for a dry run, its UsageError is a warning in `warnings`."""
+    try:
+        check(*check_args)
+    except UsageError as error:
+        if not dry_run:
+            raise
+        warnings.append(str(error))
+
+
+def _run_logdir(given: str | None, env_id: str, source: str,
+                local_keys: Sequence[tuple[str, int]], environ: Mapping[str, str]) -> Path:
+    if source == SLURM_SOURCE:
+        return Path(os.path.abspath(slurm_logdir(given, env_id, local_keys[0], environ)))
+    return Path(os.path.abspath(given or default_logdir(env_id)))
 
 
 def default_logdir(env_id: str) -> str:
@@ -365,19 +368,16 @@ def check_no_live_run(logdir: Path) -> None:
                               f"stop it first: {PROG} stop --logdir {logdir}")
 
 
-def check_logdir_checkpoints(logdir: Path, config: A3CConfig) -> None:
-    """UsageError if `logdir` holds checkpoints of a network this config would not build
+def check_logdir_checkpoints(logdir: Path, run: RunSpec) -> None:
+    """UsageError if `logdir` holds checkpoints of a network this run would not build
     (the chief would fail to restore them, or a different run's files would be mixed in)."""
-    from a3c_graph.core import envs  # imports gymnasium; env_info is cached from the target check
-
     try:
-        info = envs.env_info(config.env, **envs.env_options(config))
-        checkpoints.check_logdir_config(str(logdir), config, info.obs_shape)
+        checkpoints.check_logdir_config(str(logdir), run.config, run.info.obs_shape)
     except checkpoints.CheckpointError as error:
         raise UsageError(str(error)) from None
 
 
-def check_resources(config: A3CConfig, cluster: Mapping[str, list],
+def check_resources(run: RunSpec, cluster: Mapping[str, list],
                     local_keys: Sequence[tuple[str, int]], source: str) -> None:
     """UsageError when the tasks started here need more memory, or more threads, than this
     machine has (resources.py: every size flag counts in the estimate).
@@ -388,11 +388,9 @@ def check_resources(config: A3CConfig, cluster: Mapping[str, list],
     """
     import psutil
 
-    from a3c_graph.core import envs  # imports gymnasium; env_info is cached from the target check
-
     jobs = [job for job, _ in local_keys]
-    need = resources.estimate(config, envs.env_info(config.env, **envs.env_options(config)),
-                           jobs.count("ps"), jobs.count("worker"), len(cluster["ps"]))
+    need = resources.estimate(run.config, run.info, jobs.count("ps"), jobs.count("worker"),
+                              len(cluster["ps"]))
     problem = (memory_problem(need, psutil.virtual_memory().available, source)
                or resources.thread_problem(need, resources.threads_available(),
                                         source == LOCAL_SOURCE))
@@ -400,15 +398,13 @@ def check_resources(config: A3CConfig, cluster: Mapping[str, list],
         raise UsageError(problem)
 
 
-def check_logdir_space(logdir: Path, config: A3CConfig) -> None:
+def check_logdir_space(logdir: Path, run: RunSpec) -> None:
     """UsageError when the log dir's file system has less room than one checkpoint of this
     network takes (storage.py: a disk that fills up later stops the run cleanly)."""
-    from a3c_graph.core import envs  # env_info is cached from the target check
-
     probe = logdir
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    need = resources.checkpoint_bytes(config, envs.env_info(config.env, **envs.env_options(config)))
+    need = resources.checkpoint_bytes(run.config, run.info)
     free = shutil.disk_usage(probe).free
     if free < need:
         raise UsageError(f"--logdir {logdir} has {resources.describe_bytes(free)} free, less than "

@@ -191,13 +191,10 @@ def build_summary(plan: LaunchPlan, started: float, outcome: Outcome,
                   tasks: Sequence[RunningTask], restarts: Mapping[str, int],
                   first_training: float | None = None) -> dict:
     summary, totals = summary_fields(plan.logdir, started)
-    from a3c_graph.core.envs import env_info, env_options  # cached from the plan's env check
-
-    # Emulator frames, the unit Atari results are reported in (4 per agent step on ALE ids).
-    frame_skip = env_info(plan.config.env, **env_options(plan.config)).frame_skip
     summary.update({
         "env": plan.config.env,
-        "frames": summary["env_steps"] * frame_skip,
+        # Emulator frames, the unit Atari results are reported in (4 per agent step on ALE).
+        "frames": summary["env_steps"] * plan.run.info.frame_skip,
         "workers": len(plan.cluster["worker"]),
         "ps": len(plan.cluster["ps"]),
         "target_return": json_number(plan.config.target_return),

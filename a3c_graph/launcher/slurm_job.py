@@ -13,7 +13,7 @@ as the launcher does) with the job's facts, prints it as one JSON line, and exit
     step. The batch script then requeues its own job (`scontrol requeue`), which starts
     again and whose chief restores the latest checkpoint: the global step carries on;
   * 1 when it is not over and the job has been requeued --max-requeues times already;
-    srun's own status when a task refused its input (2) or gave up (3): a new run would do
+    srun's own status when a task refused its input (2) or gave up (69): a new run would do
     the same.
 
 Stdlib only: it runs once the TF tasks have ended.

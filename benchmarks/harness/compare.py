@@ -51,7 +51,7 @@ from typing import NoReturn
 
 from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
-from a3c_graph.core.stats import resolve_target_return
+from a3c_graph.core.run_spec import resolve_run
 from benchmarks import common
 from benchmarks.harness.machine import machine_info
 from benchmarks.harness.one_run import (
@@ -146,7 +146,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, A3CConfi
                              f"{getattr(args, flag)}")
     try:
         config = config_from_args(args)
-        resolve_target_return(config)  # an unknown env fails here, not in every run
+        resolve_run(config)  # an unknown env fails here, not in every run
         if set(variants) - {"graph"}:
             tf2_run.check_tf2_config(config)  # a flag they refuse fails here, not in each run
     except ValueError as error:  # an unknown env, a flag the TF2 variants refuse
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     out = Path(args.out or REPO / "benchmarks" / "results" / time.strftime("%Y%m%d-%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
-    target = resolve_target_return(config)
+    target = resolve_run(config).target_return
     ceiling_seconds = args.ceiling_seconds if args.ceiling else None
     settings = {"env": config.env, "workers": args.workers, "seeds": args.seeds,
                 "max_seconds": config.max_seconds, "variants": variants,

@@ -54,8 +54,7 @@ from typing import Any, NoReturn
 
 from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import A3CConfig, add_config_arguments
-from a3c_graph.core.envs import env_info, env_options
-from a3c_graph.core.stats import resolve_target_return
+from a3c_graph.core.run_spec import resolve_run
 from a3c_graph.progress import read_history, read_launches, write_atomic
 from benchmarks.harness.machine import machine_info
 from benchmarks.harness.one_run import REPO, RunInterrupted, RunSpec, child_env, run_one
@@ -89,7 +88,7 @@ def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path) 
         spec = dataclasses.replace(spec, max_seconds=left)
         print(f"{PROG}: {spec.name} resumes in {logdir} ({left:,.0f} s of its budget left)",
               flush=True)
-    frame_skip = env_info(config.env, **env_options(config)).frame_skip
+    frame_skip = resolve_run(config).info.frame_skip
     launched = time.time()
     try:
         record = run_one(spec, config, out)
@@ -202,9 +201,7 @@ def parse_args(argv: Sequence[str] | None):
     configs = {}
     for task in tasks:
         try:
-            config = task.config(given)
-            configs[task.name] = dataclasses.replace(config,
-                                                     target_return=resolve_target_return(config))
+            configs[task.name] = resolve_run(task.config(given)).config
         except (ValueError, UsageError) as error:
             raise UsageError(f"task {task.name}: {error}") from None
     return args, tasks, configs, given

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import A3CConfig, add_config_arguments, config_from_args
-from a3c_graph.core.stats import resolve_target_return
+from a3c_graph.core.run_spec import resolve_run
 from a3c_graph.progress import write_atomic
 from benchmarks import common
 from benchmarks.harness.machine import machine_info
@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("--workers and --rollouts must be at least 1 and --seconds "
                              "positive")
         config = config_from_args(args)
-        resolve_target_return(config)  # an unknown env fails here
+        resolve_run(config)  # an unknown env fails here
     except (UsageError, ValueError) as error:
         return fail(PROG, error)
     common.enter_private_network(PROG, args.allow_remote)

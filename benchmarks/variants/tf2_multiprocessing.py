@@ -41,7 +41,7 @@ import psutil
 
 from a3c_graph.cli import EXIT_CRASH, StopSignals
 from a3c_graph.core.config import A3CConfig
-from a3c_graph.core.stats import describe_target
+from a3c_graph.core.run_spec import describe_target
 from a3c_graph.progress import ProgressFile
 from a3c_graph.system.processes import stop_in_order
 from benchmarks import common

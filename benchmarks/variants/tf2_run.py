@@ -21,7 +21,6 @@ read every variant's run the same way.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -41,7 +40,8 @@ from a3c_graph.core.config import (
     resolve_policy,
 )
 from a3c_graph.core.envs import env_info, env_options
-from a3c_graph.core.stats import RECENT_EPISODES, resolve_target_return, training_stop_reason
+from a3c_graph.core.run_spec import resolve_run
+from a3c_graph.core.stats import RECENT_EPISODES, training_stop_reason
 from a3c_graph.progress import (
     json_number,
     read_progress,
@@ -91,7 +91,7 @@ def parse_variant_args(prog: str, description: str, argv: Sequence[str] | None =
         if args.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {args.workers}")
         config = config_from_args(args)
-        config = dataclasses.replace(config, target_return=resolve_target_return(config))
+        config = resolve_run(config).config
         if tf2:
             check_tf2_config(config)
         gpus = visible_device_entries(prog, args.gpus)
