@@ -14,6 +14,7 @@ import os
 import numpy as np
 import pytest
 
+from a3c_graph.core import network_spec
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvInfo
 from a3c_graph.launcher import resources
@@ -103,7 +104,7 @@ PONG = dataclasses.replace(CARTPOLE, env_id="ALE/Pong-v5", obs_shape=(4, 42, 42)
 ], ids=["mlp", "cnn", "lstm"])
 def test_the_activations_are_each_layers_output_for_one_observation(config, obs_shape,
                                                                      actions, count):
-    assert resources.activation_count(config, obs_shape, actions) == count
+    assert network_spec.activation_count(config, obs_shape, actions) == count
 
 
 def test_the_learner_takes_a_whole_rollout_and_the_mlp_its_next_observations_too():

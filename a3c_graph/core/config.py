@@ -131,8 +131,9 @@ class A3CConfig:
     inter_op_threads: int = _f(2, "TF inter-op threads per task (0 lets TF choose).")
 
     def learning_rate_at(self, env_steps: int) -> float:
-        """The learning rate of an update made after `env_steps` env steps of the cluster
-        (the graph computes the same on each worker: worker_graph.learning_rate_now)."""
+        """The learning rate of an update made after `env_steps` env steps of the cluster:
+        the TF2 variants' (the graph worker computes the same in its graph:
+        core/learner.learning_rate_now)."""
         if not self.anneal_learning_rate:
             return self.learning_rate
         return self.learning_rate * max(0.0, 1.0 - env_steps / self.max_steps)

@@ -46,7 +46,7 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
-from a3c_graph.core.config import is_atari, is_minatar
+from a3c_graph.core.config import A3CConfig, is_atari, is_minatar
 
 ATARI_FRAME_SKIP = 4
 ATARI_NOOP_MAX = 30
@@ -75,6 +75,17 @@ def env_options(config) -> dict:
             "repeat_action_probability": config.repeat_action_probability,
             "full_action_space": config.full_action_space,
             "screen_size": config.screen_size, "frame_stack": config.frame_stack}
+
+
+def atari_options(**given) -> dict:
+    """make_env's and make_atari_vector_env's ALE options: `given` over A3CConfig's defaults,
+    the one place they are written (ALE v5's sticky actions, 42x42 frames, 4 stacked), and
+    up to ATARI_NOOP_MAX no-ops at reset. TypeError for an option no ALE env takes."""
+    defaults = {**env_options(A3CConfig()), "noop_max": ATARI_NOOP_MAX}
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise TypeError(f"unknown ALE option(s): {', '.join(unknown)}")
+    return {**defaults, **given}
 
 
 def fire_action(action_set) -> int | None:
@@ -134,30 +145,28 @@ def _spec(env_id: str):
         raise EnvError(f"unknown env id {env_id!r}: {first_line}") from None
 
 
-def make_env(env_id: str, render_mode: str | None = None, *, protocol: str = "ale-v5",
-             repeat_action_probability: float = 0.25, full_action_space: bool = False,
-             screen_size: int = 42, frame_stack: int = 4,
-             noop_max: int = ATARI_NOOP_MAX) -> gym.Env:
+def make_env(env_id: str, render_mode: str | None = None, **options) -> gym.Env:
     """One env of `env_id`, with the observation and action spaces checked.
 
     For ALE ids: Gymnasium's Atari preprocessing and frame stack (see the module docstring),
-    and for the classic protocol FireAfterLifeLoss; an episode is a whole game. The keyword
-    arguments are ALE's and are ignored for other envs.
+    and for the classic protocol FireAfterLifeLoss; an episode is a whole game. `options`
+    are ALE's (atari_options) and are ignored for other envs.
     """
     _spec(env_id)
     if is_atari(env_id):
         from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+        ale = atari_options(**options)
         env = gym.make(env_id, render_mode=render_mode, frameskip=1,
-                       repeat_action_probability=repeat_action_probability,
-                       full_action_space=full_action_space)
-        env = AtariPreprocessing(env, noop_max=noop_max, frame_skip=ATARI_FRAME_SKIP,
-                                 screen_size=screen_size, terminal_on_life_loss=False,
+                       repeat_action_probability=ale["repeat_action_probability"],
+                       full_action_space=ale["full_action_space"])
+        env = AtariPreprocessing(env, noop_max=ale["noop_max"], frame_skip=ATARI_FRAME_SKIP,
+                                 screen_size=ale["screen_size"], terminal_on_life_loss=False,
                                  grayscale_obs=True, scale_obs=False)
-        if protocol == "classic":
+        if ale["protocol"] == "classic":
             env = FireAfterLifeLoss(env)
         # Zero frames before the first, as ale-py's vector env pads (make_atari_vector_env).
-        env = FrameStackObservation(env, frame_stack, padding_type="zero")
+        env = FrameStackObservation(env, ale["frame_stack"], padding_type="zero")
     elif is_minatar(env_id):
         # minatar renders rgb frames through seaborn, which it does not install: MinAtarFrames.
         env = gym.make(env_id)
@@ -259,7 +268,7 @@ def env_info(env_id: str, **options) -> EnvInfo:
     spec = _spec(env_id)
     # One frame, and the stack's shape worked out: a stack of --frame-stack frames would be
     # allocated here, the launcher's own memory, before the estimate could refuse it.
-    frame_stack = options.get("frame_stack", 4) if is_atari(env_id) else None
+    frame_stack = atari_options(**options)["frame_stack"] if is_atari(env_id) else None
     env = make_env(env_id, **{**options, "frame_stack": 1} if frame_stack else options)
     obs_shape = tuple(env.observation_space.shape)
     try:
@@ -289,11 +298,7 @@ class Transition(NamedTuple):
     action: np.ndarray          # int32, what the env executed (FIRE after a lost life)
 
 
-def make_atari_vector_env(env_id: str, num_envs: int, *, protocol: str = "ale-v5",
-                          repeat_action_probability: float = 0.25,
-                          full_action_space: bool = False, screen_size: int = 42,
-                          frame_stack: int = 4, noop_max: int = ATARI_NOOP_MAX
-                          ) -> gym.vector.VectorEnv:
+def make_atari_vector_env(env_id: str, num_envs: int, **options) -> gym.vector.VectorEnv:
     """`num_envs` envs of an ALE id as ale-py's own vector env (Gymnasium's make_vec through
     the id's registered vector entry point): the emulator, the frame skip with max-pooling,
     the no-ops, grayscale, resize and frame stack all run in C++, faster than the same
@@ -306,12 +311,14 @@ def make_atari_vector_env(env_id: str, num_envs: int, *, protocol: str = "ale-v5
     on the classic protocol FIRE at reset and a lost life marked terminated while the game
     goes on (life_loss_info; episodic_life would restart the whole game at each lost life).
     """
-    classic = protocol == "classic"
+    ale = atari_options(**options)
+    classic = ale["protocol"] == "classic"
     return gym.make_vec(
         env_id, num_envs=num_envs, vectorization_mode="vector_entry_point",
-        repeat_action_probability=repeat_action_probability,
-        full_action_space=full_action_space, img_height=screen_size, img_width=screen_size,
-        stack_num=frame_stack, frameskip=ATARI_FRAME_SKIP, noop_max=noop_max,
+        repeat_action_probability=ale["repeat_action_probability"],
+        full_action_space=ale["full_action_space"], img_height=ale["screen_size"],
+        img_width=ale["screen_size"], stack_num=ale["frame_stack"],
+        frameskip=ATARI_FRAME_SKIP, noop_max=ale["noop_max"],
         maxpool=True, grayscale=True, episodic_life=False, life_loss_info=classic,
         reward_clipping=False, use_fire_reset=classic,
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,

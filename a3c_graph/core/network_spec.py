@@ -72,6 +72,23 @@ def parameter_count(config, obs_shape: Sequence[int], num_actions: int) -> int:
 
 # --------------------------------------------------------------------------- each network
 
+def activation_count(config, obs_shape: Sequence[int], num_actions: int) -> int:
+    """The floats one observation leaves in the learner's forward pass for its backward pass:
+    the output of every layer of the network these variables make, and an image as floats
+    (the launcher's memory estimate counts them)."""
+    kind = network_kind(config.policy, obs_shape)
+    if kind == "mlp":  # two towers, each with its output
+        return 2 * sum(config.hidden_sizes) + num_actions + 1
+    count = 0
+    if torso_kind(config.policy, obs_shape) == "cnn":  # the image and each convolution's output
+        count = sum(math.prod(shape) for shape in conv_output_shapes(obs_shape, conv_layers(
+            config.conv_filters, config.conv_kernel, config.conv_stride)))
+    count += sum(config.hidden_sizes)
+    if kind == "lstm":
+        count += 6 * config.lstm_size  # four gates, the cell and the output
+    return count + num_actions + 1
+
+
 def mlp_variables(obs_shape: Sequence[int], num_actions: int,
                   hidden_sizes: Sequence[int]) -> Variables:
     """ActorCriticMLP: a policy and a value tower on the flattened observation, each dense

@@ -7,8 +7,8 @@ get wrong is checked here and refused with a UsageError, one line, before a file
 or a process started: bad flags, a cluster file or TF_CONFIG that does not parse, a taken
 port, a log dir that cannot be written, has no room for a checkpoint or holds another
 network's checkpoints or a live run, and a cluster whose memory or threads would not fit
-this machine (a3c_graph/resources.py: every size flag counts). A dry run
-prints the plan's commands; the supervisor runs them.
+this machine (resources.py: every size flag counts). A dry run prints the plan's commands;
+the supervisor runs them.
 
 Where the cluster comes from: a local cluster on 127.0.0.1 with free ports (the default),
 a cluster file (--cluster FILE) or TF_CONFIG, of which this launcher starts the tasks on

@@ -1,14 +1,11 @@
 """How much memory, and how many threads, the tasks one launcher starts need, worked out from
 the config before any of them starts.
 
-The problem: nothing kept a user from starting a local cluster of 5,000 workers (each a TF
-process of some 600 MB) or a network with a layer of 10^8 units (5 GB a copy, and the ps
-holds three copies). These machines have no swap, so the kernel's OOM killer ends processes,
-which may be other people's, and the launcher kept restarting the tasks that died until its
-deadline.
-
-The decision: add up a lower bound of what the tasks need and refuse a start that needs more
-than the machine has available now, naming the estimate and what to change. A lower bound,
+A local cluster of thousands of workers (each a TF process of some 600 MB), or a network
+with a layer of 10^8 units (5 GB a copy, and the ps holds three), would not fit; without
+swap the kernel's OOM killer then ends processes, maybe other people's. So the launcher adds
+up a lower bound of what the tasks need and refuses a start that needs more than the machine
+has available now, naming the estimate and what to change. A lower bound,
 so that no run that could fit is refused: the base of a task is the smallest TF task
 measured here, and what only exists for a moment (the messages between tasks, the
 initializers' scratch space) is left out. Every size flag counts somewhere: --workers and
@@ -34,25 +31,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from a3c_graph.core.config import A3CConfig, is_atari, is_minatar
-from a3c_graph.core.network_spec import (
-    conv_layers,
-    conv_output_shapes,
-    network_kind,
-    parameter_count,
-    torso_kind,
-)
+from a3c_graph.core.network_spec import activation_count, network_kind, parameter_count
 
 if TYPE_CHECKING:  # envs imports gymnasium, which `status` and `stop` do without
     from a3c_graph.core.envs import EnvInfo
 
 MB = 10**6
-# Resident memory of a TF task before its network and envs count, measured on this project's
-# runs: a ps 588-607 MB, a CartPole worker 616-637 MB, a Pong worker 760-777 MB (the soak run
-# of docs/operations.md, and `ps -o rss` of a Pong run). The smallest of them, so the estimate
-# stays a lower bound.
+# The measured sizes below, and how they were measured: docs/operations.md ("The memory
+# estimate"). Each is the smallest seen, so the estimate stays a lower bound.
+# Resident memory of a TF task before its network and envs count.
 TASK_BASE_BYTES = 580 * MB
-# One env as an EnvBatch holds it, measured as the growth of a process's RSS over 16 ALE Pong
-# envs (Atari preprocessing, 4-frame stack), 200 MinAtar Breakout and 2,000 CartPole envs.
+# One env as an EnvBatch holds it.
 ATARI_ENV_BYTES = 1_300_000
 MINATAR_ENV_BYTES = 21_000
 CLASSIC_ENV_BYTES = 4_700
@@ -61,25 +50,8 @@ PARAMETER_BYTES = 4  # float32, of parameters and activations alike
 # --frame-stack and --screen-size, the rest of it (the emulator) does not.
 ATARI_DEFAULT_OBS_BYTES = 4 * 42 * 42
 # Threads of a TF task (a server, its session, its gRPC and Eigen pools) besides its intra-
-# and inter-op threads: 86 measured in a ps with 1 + 2 of those on this 2-core machine; TF
-# sizes several pools by the number of cores, so fewer is a lower bound anywhere.
+# and inter-op threads.
 TASK_BASE_THREADS = 80
-
-
-def activation_count(config: A3CConfig, obs_shape: Sequence[int], num_actions: int) -> int:
-    """The floats one observation leaves in the learner's forward pass for its backward pass:
-    the output of every layer of model.build_network, and an image as floats."""
-    kind = network_kind(config.policy, obs_shape)
-    if kind == "mlp":  # two towers, each with its output
-        return 2 * sum(config.hidden_sizes) + num_actions + 1
-    count = 0
-    if torso_kind(config.policy, obs_shape) == "cnn":  # the image and each convolution's output
-        count = sum(math.prod(shape) for shape in conv_output_shapes(obs_shape, conv_layers(
-            config.conv_filters, config.conv_kernel, config.conv_stride)))
-    count += sum(config.hidden_sizes)
-    if kind == "lstm":
-        count += 6 * config.lstm_size  # four gates, the cell and the output
-    return count + num_actions + 1
 
 
 def learner_samples(config: A3CConfig, obs_shape: Sequence[int]) -> int:
