@@ -29,9 +29,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -202,64 +202,41 @@ def stop_signals() -> Iterator[Any]:
 
 def _supervise_in_own_thread(plan, signals, on_progress) -> tuple[dict, str | None]:
     """commands.supervise(plan) in a thread of its own (which alone enters the private
-    network), while this one reports progress; (the summary, the run's error line)."""
+    network), while this one reports the supervisor's progress readings (its on_progress
+    hook) to the logger and to `on_progress`; (the summary, the run's error line)."""
     from a3c_graph.launcher import commands
     from a3c_graph.launcher.supervisor import PROGRESS_LINE_SECS
 
     result: dict[str, Any] = {}
-    started, last = time.time(), None
+    readings: queue.SimpleQueue = queue.SimpleQueue()
 
     def run() -> None:
         try:
             if plan.private_network:
-                _enter_private_network()
-            result["value"] = commands.supervise(plan, signals)
+                commands.enter_private_network(None, say=logger.info)
+            result["value"] = commands.supervise(
+                plan, signals, on_progress=lambda line, totals: readings.put((line, totals)))
         except BaseException as error:  # noqa: BLE001 - raised again in the caller's thread
             result["error"] = error
+
+    def report() -> None:
+        while not readings.empty():
+            line, totals = readings.get()
+            logger.info(line)
+            if totals is not None and on_progress is not None:
+                on_progress(totals)
 
     runner = threading.Thread(target=run, name="a3c_graph-launcher", daemon=True)
     runner.start()
     try:
         while runner.is_alive():
             runner.join(PROGRESS_LINE_SECS)
-            if runner.is_alive():
-                last = _report_progress(plan, started, last, on_progress) or last
+            report()
     except BaseException:
         signals.received = signals.received or signal.SIGINT  # the tasks stop in order
         runner.join()
         raise
+    report()  # the last reading, even of a short run
     if "error" in result:
         raise result["error"]
-    _report_progress(plan, started, last, on_progress)  # the last reading, even of a short run
     return result["value"]
-
-
-def _enter_private_network() -> None:
-    """Move the calling thread (and the tasks it will start) into a network namespace with
-    only loopback; UsageError, the command's line, when the kernel refuses."""
-    from a3c_graph.launcher import commands
-    from a3c_graph.system import netns
-
-    if netns.is_isolated():
-        return
-    try:
-        netns.enter_private_network()
-    except netns.NamespaceError as error:
-        raise UsageError(commands.private_network_refused(error)) from None
-    logger.info(commands.PRIVATE_NETWORK_LINE.format(verb="run"))
-
-
-def _report_progress(plan, started: float, last: Totals | None, on_progress) -> Totals | None:
-    """The run's progress reading now (None before the first): logged as the launcher's
-    progress line, its rate since the `last` one, and given to on_progress."""
-    from a3c_graph.launcher.report import progress_line, steps_per_sec_between
-    from a3c_graph.progress import read_progress, run_totals
-
-    totals = run_totals(read_progress(plan.logdir))
-    if totals is None:
-        return None
-    logger.info(progress_line(time.time() - started, totals,
-                              steps_per_sec_between(last, totals)))
-    if on_progress is not None:
-        on_progress(totals)
-    return totals

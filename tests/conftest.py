@@ -214,14 +214,14 @@ def nsenter_command(pid: int, argv: Sequence[str]) -> list[str]:
 
 
 # Waits on stdin: the holder lives until we stop it (by its pid) or our end of the pipe closes.
-HOLDER = ("import sys; from a3c_graph.launcher import netns; netns.enter_private_network(); "
+HOLDER = ("import sys; from a3c_graph.system import netns; netns.enter_private_network(); "
           "print('ready', flush=True); sys.stdin.read()")
 LISTENER = ("import socket, sys; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); "
             "print(s.getsockname()[1], flush=True); sys.stdin.read()")
 
 
 class PrivateNetwork:
-    """A network namespace with only lo (launcher.netns), held open by a process we own."""
+    """A network namespace with only lo (system.netns), held open by a process we own."""
 
     def __init__(self) -> None:
         if shutil.which("nsenter") is None:

@@ -92,7 +92,9 @@ def test_gpu_ids_count_within_the_launchers_own_cuda_visible_devices():
 @pytest.mark.parametrize("value, visible", [
     ("-1", ()), ("", ()), ("1,0", ("1", "0")), ("2", ("2",)),
     ("1,7,0", ("1",)),  # CUDA stops at the first entry that names no GPU
-    ("0,0,1", ("0",)),  # ... or names one twice
+    # A GPU named twice hides every GPU (seen on an H100 with driver 580: 0,0 shows none).
+    ("0,0", ()), ("0,0,1", ()), ("1,0,1", ()),
+    ("0,7,0", ("0",)),  # the list ended at 7, before the repeat
     ("0, 1", ("0", "1")),
 ])
 def test_cuda_visible_devices_follows_cudas_rules(value, visible):
@@ -383,8 +385,8 @@ def traced_train_step(cluster: dict, worker_device: str | None) -> dict:
     finally:
         batch.close()
     return {"worker_device": worker_device, "devices_here": devices_here,
-            "global_step": int(fetched["global_step"]),
-            "rollout_steps": int(fetched["rollout_steps"]),
+            "global_step": int(fetched.counters.global_step),
+            "rollout_steps": int(fetched.rollout_steps),
             "rollout": rollout.SerializeToString(), "update": update.SerializeToString(),
             "global_names": {v.op.name for v in worker.global_network.variables}}
 
@@ -409,8 +411,8 @@ def test_globals_on_the_ps_and_the_rollout_on_the_planned_worker_device(in_clust
         in_cluster, "/job:worker/task:0/device:CPU:1")
     assert {PS_CPU, WORKER + "CPU:0", WORKER + "CPU:1"} <= devices_here
     # The rollout: the local copy's forward pass and the env step, on the worker's CPU:1.
-    assert rollout.matmuls("rollout/body/") == {WORKER + "CPU:1"}
-    assert rollout["rollout/body/_1/env_step_0"] == {WORKER + "CPU:1"}
+    assert rollout.matmuls("actors/rollout/body/") == {WORKER + "CPU:1"}
+    assert rollout["actors/rollout/body/_1/env_step_0"] == {WORKER + "CPU:1"}
     # An actor never talks to the ps: the learner's step refreshes the local copy.
     assert all(PS_CPU not in where for where in rollout.values()), "nothing of a rollout on the ps"
     # The update: gradients applied to the globals on the ps, each global variable there.
@@ -435,9 +437,9 @@ def test_a_worker_planned_on_a_gpu_runs_its_ops_there_and_the_env_step_on_its_cp
     assert device == "/job:worker/task:0/device:GPU:0"
     has_gpu = WORKER + "GPU:0" in devices_here
     # numpy_function has no GPU kernel: soft placement puts it on the worker's CPU.
-    assert rollout["rollout/body/_1/env_step_0"] == {WORKER + "CPU:0"}
+    assert rollout["actors/rollout/body/_1/env_step_0"] == {WORKER + "CPU:0"}
     # The forward pass goes to the GPU when there is one, else (this machine) to the CPU.
     expected = WORKER + ("GPU:0" if has_gpu else "CPU:0")
-    assert rollout.matmuls("rollout/body/") == {expected}
+    assert rollout.matmuls("actors/rollout/body/") == {expected}
     for name in global_names:
         assert update[name] == {PS_CPU}

@@ -22,11 +22,13 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 JOBS = ("ps", "worker")
 # `--cluster slurm` names the Slurm job step, not a file (a file called slurm: ./slurm).
 SLURM = "slurm"
 SLURM_DEFAULT_PORT = 2222
+SLURM_SOURCE = "Slurm step"
 # What SlurmClusterResolver reads (given the jobs, as cluster_from_slurm gives them); srun
 # sets them for every task of a job step.
 SLURM_STEP_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
@@ -244,6 +246,50 @@ def _slurm_int(name: str) -> int:
     return int(text)
 
 
+class ClusterSource(NamedTuple):
+    """A cluster read from where the user put it, and the task that source names for this
+    process (the Slurm rank, TF_CONFIG's task), if it names one."""
+
+    cluster: dict
+    named_job: str | None
+    named_task: int | None
+    description: str  # "cluster file F", "TF_CONFIG cluster", SLURM_SOURCE
+
+
+def check_slurm_flags(cluster_file: str | None, flags: Mapping[str, object]) -> None:
+    """ClusterError when a flag that means something for a Slurm step only (`flags`: its
+    name and value, None if not given) is given without --cluster slurm."""
+    if cluster_file != SLURM and any(value is not None for value in flags.values()):
+        raise ClusterError(f"{' and '.join(flags)} go{'es' if len(flags) == 1 else ''} with "
+                           "--cluster slurm; the other cluster sources list every task's "
+                           "address")
+
+
+def read_cluster_source(cluster_file: str | None, tf_config: str | None,
+                        num_ps: int | None = None, port: int | None = None
+                        ) -> ClusterSource | None:
+    """The cluster of --cluster FILE, of the Slurm step (--cluster slurm, with --ps and
+    --port) or of TF_CONFIG, in that order; None when none is given. The worker task and
+    the launcher read their cluster here alike."""
+    if cluster_file == SLURM:
+        cluster, job, index = cluster_from_slurm(num_ps, port)
+        return ClusterSource(cluster, job, index, SLURM_SOURCE)
+    if cluster_file:
+        return ClusterSource(cluster_from_file(cluster_file), None, None,
+                             f"cluster file {cluster_file}")
+    if tf_config:
+        return ClusterSource(*cluster_from_tf_config(tf_config), "TF_CONFIG cluster")
+    return None
+
+
+def check_task_index(cluster: Mapping[str, list], job: str, index: int, named_by: str) -> None:
+    """ClusterError unless `job` has a task `index` (`named_by`: what named it, e.g.
+    "--task 5")."""
+    if not 0 <= index < len(cluster[job]):
+        raise ClusterError(f"{named_by} is outside the cluster: job {job!r} has "
+                           f"{len(cluster[job])} task(s), indices 0-{len(cluster[job]) - 1}")
+
+
 def resolve_task(ps_hosts: str | None, worker_hosts: str | None, cluster_file: str | None,
                  job: str | None, task: int | None,
                  environ: Mapping[str, str] = os.environ, *, num_ps: int | None = None,
@@ -251,41 +297,31 @@ def resolve_task(ps_hosts: str | None, worker_hosts: str | None, cluster_file: s
     """The TaskSpec named by the flags, a cluster file, the Slurm step (cluster_file "slurm")
     or TF_CONFIG, in that order. num_ps and port (--ps, --port) are for the Slurm step only,
     whose variables come from os.environ, where TF's resolver reads them, not `environ`."""
-    named_job = named_task = None  # what the source says this task is
-    slurm = cluster_file == SLURM
-    if not slurm and (num_ps is not None or port is not None):
-        raise ClusterError("--ps and --port go with --cluster slurm; the other cluster "
-                           "sources list every task's address")
+    check_slurm_flags(cluster_file, {"--ps": num_ps, "--port": port})
     if ps_hosts or worker_hosts:
         if cluster_file:
             raise ClusterError("give either --ps-hosts/--worker-hosts or --cluster, not both")
         if not (ps_hosts and worker_hosts):
             raise ClusterError("--ps-hosts and --worker-hosts go together")
-        cluster = cluster_from_flags(ps_hosts, worker_hosts)
-    elif slurm:
-        if job is not None or task is not None:
+        source = ClusterSource(cluster_from_flags(ps_hosts, worker_hosts), None, None,
+                               "--ps-hosts/--worker-hosts")
+    else:
+        if cluster_file == SLURM and (job is not None or task is not None):
             raise ClusterError("--cluster slurm gives every task its job and index by its "
                                "Slurm rank (SLURM_PROCID); drop --job and --task")
-        cluster, named_job, named_task = cluster_from_slurm(num_ps, port)
-    elif cluster_file:
-        cluster = cluster_from_file(cluster_file)
-    elif environ.get("TF_CONFIG"):
-        cluster, named_job, named_task = cluster_from_tf_config(environ["TF_CONFIG"])
-    else:
-        raise ClusterError("no cluster given: use --ps-hosts/--worker-hosts, --cluster FILE, "
-                           "--cluster slurm or the TF_CONFIG environment variable")
-    job = job or named_job
-    task = task if task is not None else named_task
+        source = read_cluster_source(cluster_file, environ.get("TF_CONFIG"), num_ps, port)
+        if source is None:
+            raise ClusterError("no cluster given: use --ps-hosts/--worker-hosts, --cluster "
+                               "FILE, --cluster slurm or the TF_CONFIG environment variable")
+    job = job or source.named_job
+    task = task if task is not None else source.named_task
     if job is None:
         raise ClusterError("no job given: use --job ps|worker (or TF_CONFIG's task.type)")
     if job not in JOBS:
         raise ClusterError(f"--job {job!r} is not 'ps' or 'worker'")
-    if task is None:
-        task = 0
-    if not 0 <= task < len(cluster[job]):
-        raise ClusterError(f"--task {task} is outside the cluster: job {job!r} has "
-                           f"{len(cluster[job])} task(s), indices 0-{len(cluster[job]) - 1}")
-    return TaskSpec(cluster=cluster, job=job, task=task)
+    task = task or 0
+    check_task_index(source.cluster, job, task, f"--task {task}")
+    return TaskSpec(cluster=source.cluster, job=job, task=task)
 
 
 def non_loopback_hosts(cluster: Mapping[str, list]) -> list[str]:

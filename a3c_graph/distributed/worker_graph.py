@@ -257,10 +257,13 @@ def _back_from_ps(globals_: Globals, indices: list[int], device: str, after: tf.
                   worker_device: str) -> list[tf.Tensor]:
     """The values of the variables `indices` of ps task `device` once `after` has run, and
     from the statistics' ps the counters too, moved to this worker in one message."""
-    with tf1.device(device), tf.control_dependencies([after]), tf.name_scope("from_ps"):
-        outgoing = [globals_.network.variables[i].read_value() for i in indices]
-        if device == globals_.stats.device:
-            outgoing.extend(globals_.stats.counters(globals_.global_step))
+    with tf.name_scope("from_ps"):
+        with tf1.device(device), tf.control_dependencies([after]):
+            outgoing = [globals_.network.variables[i].read_value() for i in indices]
+            if device == globals_.stats.device:
+                outgoing.extend(globals_.stats.counters(globals_.global_step))
+        # Outside the control dependency: the worker's unpacking of the message would
+        # otherwise wait on the ps's op by a message of its own.
         return transfer.moved(outgoing, source=device, destination=worker_device)
 
 

@@ -77,6 +77,7 @@ from a3c_graph.launcher.supervisor import (
     PS_STOP_MIN_SECS,
     STOP_TIMEOUT_SECS,
     Supervisor,
+    print_progress,
 )
 from a3c_graph.progress import read_progress, run_totals, write_atomic
 from a3c_graph.system import devices as devices_lib
@@ -163,31 +164,36 @@ PRIVATE_NETWORK_LINE = ("the tasks {verb} in a private network (a network namesp
                         "loopback: no other machine can reach them)")
 
 
-def enter_private_network(plan: LaunchPlan) -> None:
-    """Move this launcher, and so every task it will start, into a private network.
+def enter_private_network(plan: LaunchPlan | None, say) -> None:
+    """Move this launcher, and so every task it will start, into a private network, and
+    `say` so; UsageError when the kernel refuses, before anything is written or started.
 
-    Called right before the tasks start, so a --background launcher does it too; the pid
-    namespace stays the host's, so pid files, `status` and `stop` work as before. An
-    unprivileged user gets the namespace through a user namespace of its own, which the
-    kernel makes only for a single-threaded process, and numpy (imported while planning)
-    has started BLAS threads by now: then this launcher is executed again through
-    a3c_graph.system.netns (same pid and command line, with the logdir it chose), plans again and
-    comes back here in the private network. UsageError when the kernel refuses, before
-    anything is written or started.
+    The command (`plan` given) calls it right before the tasks start, so a --background
+    launcher does it too; the pid namespace stays the host's, so pid files, `status` and
+    `stop` work as before. An unprivileged user gets the namespace through a user namespace
+    of its own, which the kernel makes only for a single-threaded process, and numpy
+    (imported while planning) has started BLAS threads by now: then this launcher is
+    executed again through a3c_graph.system.netns (same pid and command line, with the
+    logdir it chose), plans again and comes back here in the private network.
+
+    The Python API (`plan` None) calls it from the thread that will start the tasks, which
+    the kernel alone moves (root only); it cannot execute the caller's program again.
     """
     from a3c_graph.system import netns
 
+    if netns.is_isolated() and plan is None:
+        return
     try:
-        netns.enter_or_reexecute([*sys.orig_argv[1:], "--logdir", str(plan.logdir)])
+        if plan is not None:
+            netns.enter_or_reexecute([*sys.orig_argv[1:], "--logdir", str(plan.logdir)])
+        else:
+            netns.enter_private_network()
     except netns.NamespaceError as error:
-        raise UsageError(private_network_refused(error)) from None
-    print(f"{PROG}: {PRIVATE_NETWORK_LINE.format(verb='run')}", flush=True)
-
-
-def private_network_refused(error: Exception) -> str:
-    return (f"cannot run the tasks in a private network: {error}; --allow-remote runs them on "
+        raise UsageError(
+            f"cannot run the tasks in a private network: {error}; --allow-remote runs them on "
             "the host network instead, where TF listens on every interface (trusted networks "
-            "only)")
+            "only)") from None
+    say(PRIVATE_NETWORK_LINE.format(verb="run"))
 
 
 # --------------------------------------------------------------------------- commands
@@ -196,7 +202,8 @@ def run_foreground(plan: LaunchPlan) -> int:
     """`start` in the foreground: this process supervises the run (in a private network,
     re-executed into one if it must be) and prints its summary's JSON as the last line."""
     if plan.private_network:
-        enter_private_network(plan)  # UsageError if refused: nothing written or started yet
+        # UsageError if refused: nothing written or started yet.
+        enter_private_network(plan, say=lambda line: print(f"{PROG}: {line}", flush=True))
     signals = StopSignals(LAUNCHER_SIGNALS)
     signals.install()  # before any task exists: a signal must never orphan one
     summary, error = supervise(plan, signals)
@@ -208,14 +215,16 @@ def run_foreground(plan: LaunchPlan) -> int:
     return summary["exit_code"]
 
 
-def supervise(plan: LaunchPlan, signals: StopSignals) -> tuple[dict, str | None]:
+def supervise(plan: LaunchPlan, signals: StopSignals,
+              on_progress=None) -> tuple[dict, str | None]:
     """Start the planned tasks, supervise them until the workers stop (or `signals` says
     stop), stop them all and write summary.json: (the summary, the run's one-line error or
     None). The summary's exit_code is the `start` command's status. The caller has put this
     thread in the private network the plan wants; the one path of the command and of
-    a3c_graph.train (api.py)."""
+    a3c_graph.train (api.py), whose on_progress (Supervisor's hook; default: print the line)
+    also gets a last reading once the tasks have stopped."""
     warn_if_remote(plan)
-    supervisor = Supervisor(plan, signals)
+    supervisor = Supervisor(plan, signals, on_progress or print_progress)
     outcome = Outcome(EXIT_CRASH, "crash")
     try:
         supervisor.prepare_logdir()
@@ -233,6 +242,8 @@ def supervise(plan: LaunchPlan, signals: StopSignals) -> tuple[dict, str | None]
     if killed:
         print(f"{PROG}: warning: killed {', '.join(killed)} after {STOP_TIMEOUT_SECS:.0f} s",
               file=sys.stderr, flush=True)
+    if on_progress is not None:  # the API's last reading, even of a short run
+        supervisor.report_progress()
     if outcome.exit_code == EXIT_STORAGE:
         storage.remove_partial_files(plan.logdir)
     summary = build_summary(plan, supervisor.started, outcome, supervisor.tasks,

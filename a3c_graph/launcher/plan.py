@@ -42,7 +42,7 @@ from a3c_graph.system import processes
 
 PROG = "launch_cluster"
 LOCAL_SOURCE = "local cluster"
-SLURM_SOURCE = "Slurm step"
+SLURM_SOURCE = cluster_lib.SLURM_SOURCE
 # The repository root, so tasks import this very copy of a3c_graph wherever they run from.
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # Crashes in a row after which the supervisor gives a task up (--max-restarts).
@@ -198,55 +198,43 @@ def slurm_logdir(logdir: str | None, env_id: str, key: tuple[str, int],
 def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
                     ) -> tuple[dict, list[tuple[str, int]], str, str | None]:
     """(cluster, the (job, index) tasks to start here, source, TF_CONFIG text or None)."""
-    slurm = args.cluster == cluster_lib.SLURM
-    if args.port is not None and not slurm:
-        raise UsageError("--port goes with --cluster slurm; the other cluster sources list "
-                          "every task's address")
     tf_config = environ.get("TF_CONFIG") if not args.cluster else None
-    if not args.cluster and not tf_config:
-        if args.tasks:
-            raise UsageError("--tasks needs --cluster FILE or TF_CONFIG")
-        return local_cluster(args.ps or 1, args.workers or 2)
-
     try:
-        if slurm:  # names this launcher's task by its Slurm rank
-            cluster, named_job, named_index = cluster_lib.cluster_from_slurm(args.ps, args.port)
-            source = SLURM_SOURCE
-        elif args.cluster:
-            cluster = cluster_lib.cluster_from_file(args.cluster)
-            named_job, named_index, source = None, None, f"cluster file {args.cluster}"
-        else:
-            cluster, named_job, named_index = cluster_lib.cluster_from_tf_config(tf_config)
-            source = "TF_CONFIG cluster"
+        cluster_lib.check_slurm_flags(args.cluster, {"--port": args.port})
+        if not args.cluster and not tf_config:
+            if args.tasks:
+                raise UsageError("--tasks needs --cluster FILE or TF_CONFIG")
+            return local_cluster(args.ps or 1, args.workers or 2)
+        # A Slurm step's source names this launcher's task by its Slurm rank.
+        source = cluster_lib.read_cluster_source(args.cluster, tf_config, args.ps, args.port)
+        cluster = source.cluster
         cluster_lib.check_loopback(cluster, args.allow_remote)
+        for flag, job in (("workers", "worker"), ("ps", "ps")):
+            given = getattr(args, flag)
+            if given is not None and given != len(cluster[job]):  # a Slurm step: --ps made it
+                raise UsageError(f"--{flag} {given} disagrees with the {source.description}, "
+                                 f"which has {len(cluster[job])} {job} task(s); drop --{flag}")
+        if source.named_job is not None:
+            if args.tasks:
+                raise UsageError(
+                    "--cluster slurm starts the task of this launcher's Slurm rank; drop --tasks"
+                    if args.cluster == cluster_lib.SLURM else
+                    "TF_CONFIG names its task; drop --tasks (or unset task in TF_CONFIG)")
+            index = source.named_task or 0
+            cluster_lib.check_task_index(cluster, source.named_job, index,
+                                         f"TF_CONFIG task {source.named_job}:{index}")
+            keys = [(source.named_job, index)]
+        elif args.tasks:
+            keys = parse_tasks_flag(args.tasks, cluster)
+        else:
+            keys = [(job, i) for job in cluster_lib.JOBS for i, address in enumerate(cluster[job])
+                    if is_local_host(cluster_lib.split_host_port(address)[0])]
+            if not keys:
+                raise UsageError(f"no task of the {source.description} is on this machine; "
+                                 "name the ones to start here with --tasks worker:0,ps:0")
     except cluster_lib.ClusterError as error:
         raise UsageError(str(error)) from None
-    for flag, job in (("workers", "worker"), ("ps", "ps")):
-        given = getattr(args, flag)
-        if given is not None and given != len(cluster[job]):  # a Slurm step: --ps made it
-            raise UsageError(f"--{flag} {given} disagrees with the {source}, which has "
-                              f"{len(cluster[job])} {job} task(s); drop --{flag}")
-
-    if slurm and args.tasks:
-        raise UsageError("--cluster slurm starts the task of this launcher's Slurm rank; "
-                          "drop --tasks")
-    if named_job is not None:
-        if args.tasks:
-            raise UsageError("TF_CONFIG names its task; drop --tasks (or unset task in TF_CONFIG)")
-        index = 0 if named_index is None else named_index
-        if not 0 <= index < len(cluster[named_job]):
-            raise UsageError(f"TF_CONFIG task index {index} is outside job {named_job!r} "
-                              f"({len(cluster[named_job])} task(s))")
-        keys = [(named_job, index)]
-    elif args.tasks:
-        keys = parse_tasks_flag(args.tasks, cluster)
-    else:
-        keys = [(job, i) for job in cluster_lib.JOBS for i, address in enumerate(cluster[job])
-                if is_local_host(cluster_lib.split_host_port(address)[0])]
-        if not keys:
-            raise UsageError(f"no task of the {source} is on this machine; "
-                              "name the ones to start here with --tasks worker:0,ps:0")
-    return cluster, keys, source, tf_config
+    return cluster, keys, source.description, tf_config
 
 
 def local_cluster(num_ps: int, num_workers: int) -> tuple[dict, list, str, None]:

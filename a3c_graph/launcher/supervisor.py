@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from a3c_graph.cli import StopSignals
 from a3c_graph.launcher.plan import PROG, LaunchPlan, TaskPlan, command_line
@@ -67,12 +67,24 @@ DEADLINE_GRACE_SECS = 60.0
 LAUNCHER_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-class Supervisor:
-    """Starts the planned tasks, watches them, and stops them, always by their own pids."""
+def print_progress(line: str, _totals: Totals | None) -> None:
+    """The command line's progress hook: the progress line on stdout."""
+    print(line, flush=True)
 
-    def __init__(self, plan: LaunchPlan, signals: StopSignals) -> None:
+
+class Supervisor:
+    """Starts the planned tasks, watches them, and stops them, always by their own pids.
+
+    on_progress(line, totals) gets every progress reading of the watch, every
+    PROGRESS_LINE_SECS: the line the command prints (print_progress) and the run's totals
+    (None before any worker reported); the Python API reports from the same readings."""
+
+    def __init__(self, plan: LaunchPlan, signals: StopSignals,
+                 on_progress: Callable[[str, Totals | None], None] = print_progress) -> None:
         self.plan = plan
         self.signals = signals
+        self.on_progress = on_progress
+        self._last_totals: Totals | None = None
         self.tasks: list[RunningTask] = []  # the newest process of each task
         self.started = time.time()
         self._descendants: dict[int, object] = {}
@@ -136,7 +148,6 @@ class Supervisor:
 
     def watch(self) -> Outcome:
         next_line = time.monotonic() + PROGRESS_LINE_SECS
-        last: Totals | None = None
         while True:
             if self.signals.received is not None:
                 return Outcome(self.signals.exit_code, "interrupted")
@@ -159,12 +170,16 @@ class Supervisor:
                 self._remember_descendants()
                 progress = read_progress(self.plan.logdir)
                 self._warn_about_stalls(progress)
-                totals = run_totals(progress)
-                self._note_training(totals)
-                rate = steps_per_sec_between(last, totals)
-                last = totals or last
-                print(progress_line(time.time() - self.started, totals, rate), flush=True)
+                self.report_progress(run_totals(progress))
             time.sleep(POLL_SECS)
+
+    def report_progress(self, totals: Totals | None = None) -> None:
+        """One progress reading to on_progress: `totals`, or the progress files' now."""
+        totals = totals or run_totals(read_progress(self.plan.logdir))
+        self._note_training(totals)
+        rate = steps_per_sec_between(self._last_totals, totals)
+        self._last_totals = totals or self._last_totals
+        self.on_progress(progress_line(time.time() - self.started, totals, rate), totals)
 
     def on_task_exit(self, task: RunningTask) -> Outcome | None:
         """What one task's exit means for the run (restart_decision); None lets it go on."""

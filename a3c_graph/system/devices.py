@@ -170,7 +170,8 @@ def _apply_cuda_visible_devices(machine: Sequence[str | None], value: str
     """(visible entries, all well-formed entries) of CUDA_VISIBLE_DEVICES=`value`.
 
     CUDA's rules: entries are indices or GPU-/MIG- UUID prefixes; the list ends at the first
-    entry that is malformed or names no GPU (so "-1" or "" hide every GPU).
+    entry that is malformed or names no GPU (so "-1" or "" hide every GPU), and an entry
+    that repeats one before it hides every GPU (CUDA_VISIBLE_DEVICES=0,0 shows none).
     """
     visible: list[str] = []
     named: list[str] = []
@@ -185,6 +186,9 @@ def _apply_cuda_visible_devices(machine: Sequence[str | None], value: str
         else:
             break
         if entry in named:
+            # Within the list, a repeat hides every GPU; after its end it changes nothing.
+            if len(visible) == len(named):
+                return (), tuple(named)
             break
         named.append(entry)
         if exists and len(visible) == len(named) - 1:
