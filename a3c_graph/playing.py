@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from typing import NamedTuple
 
 from a3c_graph.cli import UsageError
 
@@ -48,59 +49,29 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
       gif_seconds its first seconds as a GIF too, gif_speed times as fast.
     """
     import gymnasium as gym
-    import numpy as np
-    import tensorflow as tf
 
     from a3c_graph.core.envs import env_options, make_env
-    from a3c_graph.core.model import build_network
 
-    tf1 = tf.compat.v1
     if video_dir:
         name_prefix = f"{os.path.basename(checkpoint)}-seed{seed}"
         env = _recording_env(config, video_dir, name_prefix)
     else:
         env = make_env(config.env, **env_options(config))
-    graph = tf.Graph()
-    with graph.as_default(), graph.device(device):
-        obs_ph = tf1.placeholder(tf.as_dtype(env.observation_space.dtype),
-                                 [None, *env.observation_space.shape], name="obs")
-        network = build_network(env.observation_space.shape, int(env.action_space.n), config,
-                                "global")
-        if network.recurrent:  # the state is carried from step to step, zero at an episode start
-            state_ph = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
-            logits, _, next_state = network.step(obs_ph, state_ph)
-        else:
-            logits, _ = network(obs_ph)
-        action = (tf.random.categorical(logits, 1)[:, 0] if sample
-                  else tf.argmax(logits, axis=-1))
-        saver = tf1.train.Saver(var_list=network.variables)
+    policy = _one_env_policy(config, env, sample, device)
     returns, lengths = [], []
-    with _quiet_session(graph, session_config) as session:
-        _restore(saver, session, checkpoint)
-        session = _FirstRunTraced(session, graph, placement)
+    with _quiet_session(policy.graph, session_config) as session:
+        _restore(policy.saver, session, checkpoint)
+        session = _FirstRunTraced(session, policy.graph, placement)
         for episode in range(episodes):
             try:
                 obs, _ = env.reset(seed=seed + episode)
             except gym.error.DependencyNotInstalled as error:  # rendering, e.g. pygame
                 raise UsageError(f"--record cannot render {config.env}: {error}") from None
-            total, steps, done = 0.0, 0, False
-            if network.recurrent:
-                state = np.zeros([1, *network.state_shape], np.float32)
-            while not done:
-                if network.recurrent:
-                    a, state = session.run([action, next_state],
-                                           {obs_ph: np.asarray(obs)[None], state_ph: state})
-                    a = a[0]
-                else:
-                    a = session.run(action, {obs_ph: np.asarray(obs)[None]})[0]
-                obs, reward, terminated, truncated, _ = env.step(int(a))
-                total += float(reward)
-                steps += 1
-                done = terminated or truncated
+            total, steps, truncated = _play_to_the_end(session, policy, env, obs)
             returns.append(total)
             lengths.append(steps)
             # A greedy policy in a deterministic env can repeat one rally until the time limit.
-            cut_off = ", cut off by the env's time limit" if truncated and not terminated else ""
+            cut_off = ", cut off by the env's time limit" if truncated else ""
             say(f"{label}episode {episode + 1}/{episodes}: return {total:.1f} in {steps:,} "
                 f"steps{cut_off}")
     env.close()
@@ -108,6 +79,62 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
         mp4 = os.path.join(video_dir, f"{name_prefix}-episode-0.mp4")
         say(f"{label}wrote {write_gif(mp4, gif_seconds, speed=gif_speed)}")
     return returns, lengths
+
+
+class _Policy(NamedTuple):
+    """The checkpoint's global network acting on one observation at a time."""
+
+    graph: object
+    network: object
+    obs: object         # placeholder [1, *obs_shape]
+    state: object       # placeholder [1, 2, H] of a recurrent network, else None
+    action: object      # [1]: greedy or sampled
+    next_state: object  # the state after the step, else None
+    saver: object
+
+
+def _one_env_policy(config, env, sample: bool, device: str | None) -> _Policy:
+    """The acting graph of `config`'s network for `env`'s observations, its ops pinned to
+    `device` (None: TF chooses)."""
+    import tensorflow as tf
+
+    from a3c_graph.core.model import build_network
+
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default(), graph.device(device):
+        obs = tf1.placeholder(tf.as_dtype(env.observation_space.dtype),
+                              [None, *env.observation_space.shape], name="obs")
+        network = build_network(env.observation_space.shape, int(env.action_space.n), config,
+                                "global")
+        state = next_state = None
+        if network.recurrent:  # the state is carried from step to step, zero at an episode start
+            state = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
+            logits, _, next_state = network.step(obs, state)
+        else:
+            logits, _ = network(obs)
+        action = tf.random.categorical(logits, 1)[:, 0] if sample else tf.argmax(logits, -1)
+        saver = tf1.train.Saver(var_list=network.variables)
+    return _Policy(graph, network, obs, state, action, next_state, saver)
+
+
+def _play_to_the_end(session, policy: _Policy, env, obs) -> tuple[float, int, bool]:
+    """(return, steps, cut off by the time limit) of the episode `env` has just begun."""
+    import numpy as np
+
+    total, steps, terminated, truncated = 0.0, 0, False, False
+    if policy.network.recurrent:
+        state = np.zeros([1, *policy.network.state_shape], np.float32)
+    while not (terminated or truncated):
+        if policy.network.recurrent:
+            action, state = session.run([policy.action, policy.next_state],
+                                        {policy.obs: np.asarray(obs)[None], policy.state: state})
+        else:
+            action = session.run(policy.action, {policy.obs: np.asarray(obs)[None]})
+        obs, reward, terminated, truncated, _ = env.step(int(action[0]))
+        total += float(reward)
+        steps += 1
+    return total, steps, truncated and not terminated
 
 
 def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,

@@ -62,3 +62,10 @@ def random_weights(network, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {name_in_scope(v): rng.normal(scale=0.8, size=v.shape.as_list()).astype(np.float32)
             for v in network.variables}
+
+
+def zero_state(network, batch_size: int):
+    """The recurrent state [batch_size, 2, H] an actor starts from: zeros."""
+    import tensorflow as tf
+
+    return tf.zeros([batch_size, *network.state_shape], tf.float32)

@@ -33,6 +33,7 @@ from a3c_graph.core.model import (
 )
 from a3c_graph.core.rollout import build_rollout
 from tests import ground_truth
+from tests.hand_made import zero_state
 
 tf1 = tf.compat.v1
 REPO = Path(__file__).resolve().parents[1]
@@ -211,8 +212,8 @@ def test_lstm_step_and_unroll_shapes(obs_shape):
                               "net")
     assert network.state_shape == (2, H)
     obs = tf.constant(images([T, B, *obs_shape]))
-    step = network.step(obs[0], network.initial_state(B))
-    unrolled = network.unroll(obs, obs, network.initial_state(B), tf.zeros([T, B], tf.bool))
+    step = network.step(obs[0], zero_state(network, B))
+    unrolled = network.unroll(obs, obs, zero_state(network, B), tf.zeros([T, B], tf.bool))
     (logits, values, state), (u_logits, u_values, u_next) = run([step, unrolled])
     assert (logits.shape, values.shape, state.shape) == ((B, 5), (B,), (B, 2, H))
     assert (u_logits.shape, u_values.shape, u_next.shape) == ((T * B, 5), (T * B,), (T * B,))
@@ -234,7 +235,7 @@ def test_after_a_reset_the_lstm_steps_exactly_as_from_the_zero_state():
     carried = tf.constant(np.random.RandomState(2).normal(size=[B, 2, H]).astype(np.float32))
     done = tf.constant([True, False, True])
     after_reset = network.step(obs, reset_state(carried, done))
-    from_zero = network.step(obs, network.initial_state(B))
+    from_zero = network.step(obs, zero_state(network, B))
     from_carried = network.step(obs, carried)
     (l_reset, v_reset, s_reset), (l_zero, v_zero, s_zero), (_, _, s_carried) = run(
         [after_reset, from_zero, from_carried])
@@ -345,7 +346,7 @@ def test_actor_carries_the_lstm_state_across_rollouts_and_zeroes_it_at_episode_e
     state = tf.constant(second["initial_state"])
     for t in range(T):
         state = reset_state(network.step(second["obs"][t], state)[2], done[t])
-    replayed_zero_start = network.step(second["obs"][2], network.initial_state(B))[2]
+    replayed_zero_start = network.step(second["obs"][2], zero_state(network, B))[2]
     with tf1.Session() as session:
         session.run(tf1.global_variables_initializer())
         replayed, zero_start = session.run([state, replayed_zero_start])

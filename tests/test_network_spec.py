@@ -15,7 +15,7 @@ import tensorflow as tf
 from a3c_graph.core.config import resolve_config
 from a3c_graph.core.model import build_network
 from a3c_graph.core.network_spec import network_variables, parameter_count
-from tests.hand_made import name_in_scope
+from tests.hand_made import name_in_scope, zero_state
 
 tf1 = tf.compat.v1
 IMAGE = (3, 7, 5)  # C, H, W
@@ -41,7 +41,7 @@ def test_the_spec_is_the_variables_of_the_network_model_builds(case):
         built = [(name_in_scope(v), tuple(v.shape.as_list())) for v in network.variables]
         observations = tf.constant(np.random.default_rng(0).random((N, *obs_shape)), tf.float32)
         if network.recurrent:
-            logits, values, _ = network.step(observations, network.initial_state(N))
+            logits, values, _ = network.step(observations, zero_state(network, N))
         else:
             logits, values = network(observations)
         with tf1.Session() as session:

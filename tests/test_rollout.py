@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 from a3c_graph.core.envs import EnvBatch
-from a3c_graph.core.rollout import ROLLOUT_KEYS, RolloutRecorder, build_rollout
+from a3c_graph.core.rollout import RolloutRecorder, build_rollout, rollout_fields
 
 tf1 = tf.compat.v1
 
@@ -33,6 +33,8 @@ TIME_LIMIT = 4  # steps; episodes that would last longer are truncated
 # Episode lengths the env cycles through: 2 and 3 end in a terminal state, 6 is truncated at 4.
 EPISODE_LENGTHS = (2, 6, 3)
 SEED = 10
+# The recorded fields' names (they do not depend on the sizes).
+ROLLOUT_KEYS = tuple(field.name for field in rollout_fields((), np.float32, 0, 0))
 # Observation fields.
 ENV_SEED, EPISODE, STEP, LAST_ACTION = range(4)
 

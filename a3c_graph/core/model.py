@@ -357,9 +357,6 @@ class ActorCriticLSTM:
             self.heads = _Heads(vars_)
         self.variables = vars_.all_created()
 
-    def initial_state(self, batch_size):
-        return tf.zeros([batch_size, *self.state_shape], tf.float32)
-
     def _cell(self, features, state):
         return lstm_cell(features, state, self.lstm_kernel, self.lstm_biases)
 

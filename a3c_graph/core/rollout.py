@@ -79,9 +79,6 @@ def rollout_fields(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
     return fields
 
 
-# The recorded fields' names (they do not depend on the sizes).
-ROLLOUT_KEYS = tuple(field.name for field in rollout_fields((), np.float32, 0, 0))
-
 
 class RolloutRecorder:
     """The T steps of one EnvBatch, written into numpy buffers [T, B, ...] as they happen.
@@ -113,6 +110,15 @@ class RolloutRecorder:
         rows["episode_lengths"][t] = step.episode_length
         return step
 
+    def step_obs(self, t, actions) -> np.ndarray:
+        """step(t, actions)'s observations to act on next: the rollout loop's env step."""
+        return self.step(t, actions).next_obs
+
+    def step_obs_and_done(self, t, actions) -> tuple[np.ndarray, np.ndarray]:
+        """step_obs and where an episode ended: a recurrent policy's env step."""
+        step = self.step(t, actions)
+        return step.next_obs, np.logical_or(step.terminated, step.truncated)
+
     def collect(self) -> list[np.ndarray]:
         return [self.buffers[field.name].copy() for field in self.fields]
 
@@ -126,65 +132,62 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
     state_shape: a recurrent policy's state per env; the state is carried from rollout to
       rollout in a local variable of this actor (see the module docstring).
     """
-    info = env_batch.info
-    B = env_batch.num_envs
+    info, B = env_batch.info, env_batch.num_envs
     recorder = RolloutRecorder(env_batch, T)
     obs_dtype = tf.as_dtype(np.dtype(info.obs_dtype))
-
-    def env_step(t, actions):
-        return recorder.step(t, actions).next_obs
-
-    def env_step_and_done(t, actions):
-        step = recorder.step(t, actions)
-        return step.next_obs, np.logical_or(step.terminated, step.truncated)
-
+    obs_shape = [B, *info.obs_shape]
     first_obs = tf.numpy_function(env_batch.observe, [], obs_dtype, stateful=True,
                                   name="observe")
-    first_obs.set_shape([B, *info.obs_shape])
+    first_obs.set_shape(obs_shape)
     recurrent = state_shape is not None
     if recurrent:
-        state_field = rollout_fields(info.obs_shape, info.obs_dtype, T, B, state_shape)[-1]
-        with tf1.variable_scope(None, default_name="actor"):
-            carried = tf1.get_variable("carried_state", state_field.shape, state_field.dtype,
-                                       initializer=tf1.zeros_initializer(), trainable=False,
-                                       collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        carried = _carried_state(rollout_fields(info.obs_shape, info.obs_dtype, T, B,
+                                                state_shape)[-1])
         with tf.control_dependencies([first_obs]):
             initial_state = tf.identity(carried.read_value(), name="initial_state")
 
     def body(t, obs, *state):
         if not recurrent:
-            actions = policy(obs)
-            next_obs = tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True,
-                                         name="env_step")
-            next_obs.set_shape([B, *info.obs_shape])
-            return t + 1, next_obs
+            next_obs = tf.numpy_function(recorder.step_obs, [t, policy(obs)], obs_dtype,
+                                         stateful=True, name="env_step")
+            return t + 1, _shaped(next_obs, obs_shape)
         actions, after = policy(obs, state[0])
-        next_obs, done = tf.numpy_function(env_step_and_done, [t, actions],
+        next_obs, done = tf.numpy_function(recorder.step_obs_and_done, [t, actions],
                                            [obs_dtype, tf.bool], stateful=True,
                                            name="env_step")
-        next_obs.set_shape([B, *info.obs_shape])
-        done.set_shape([B])
         # A new episode starts from the zero state, as in the A3C paper.
-        return t + 1, next_obs, reset_state(after, done)
+        return (t + 1, _shaped(next_obs, obs_shape),
+                reset_state(after, _shaped(done, [B])))
 
     loop_vars = (tf.constant(0), first_obs) + ((initial_state,) if recurrent else ())
     final = tf1.while_loop(lambda t, *_: t < T, body, loop_vars, back_prop=False,
                            parallel_iterations=1, name="rollout")
     # The last observation depends on every env step (the step count alone would let the
     # executor prune the steps away).
-    after_loop = [final[1]]
-    if recurrent:
-        after_loop.append(carried.assign(final[2]))
+    after_loop = [final[1]] + ([carried.assign(final[2])] if recurrent else [])
     with tf.control_dependencies(after_loop):
         buffers = tf.numpy_function(recorder.collect, [], [f.dtype for f in recorder.fields],
                                     stateful=True, name="collect_rollout")
-    rollout = {}
-    for field, buffer in zip(recorder.fields, buffers):
-        buffer.set_shape(field.shape)
-        rollout[field.name] = buffer
+    rollout = {field.name: _shaped(buffer, field.shape)
+               for field, buffer in zip(recorder.fields, buffers)}
     if recurrent:
         rollout["initial_state"] = tf.identity(initial_state)
     return rollout
+
+
+def _shaped(tensor: tf.Tensor, shape) -> tf.Tensor:
+    """`tensor` with its static shape set (a numpy_function's output has none)."""
+    tensor.set_shape(shape)
+    return tensor
+
+
+def _carried_state(field: RolloutField) -> tf.Variable:
+    """The local variable an actor carries its recurrent state in, from rollout to rollout
+    (never saved, zero at start)."""
+    with tf1.variable_scope(None, default_name="actor"):
+        return tf1.get_variable("carried_state", field.shape, field.dtype,
+                                initializer=tf1.zeros_initializer(), trainable=False,
+                                collections=[tf1.GraphKeys.LOCAL_VARIABLES])
 
 
 class RolloutQueue:

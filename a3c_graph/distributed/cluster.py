@@ -190,25 +190,7 @@ def cluster_from_slurm(num_ps: int | None = None, port: int | None = None
     """
     num_ps = 1 if num_ps is None else num_ps
     port = SLURM_DEFAULT_PORT if port is None else port
-    if num_ps < 1:
-        raise ClusterError(f"--ps must be at least 1, got {num_ps}")
-    if not 1 <= port <= 65535:
-        raise ClusterError(f"--port {port} is outside 1-65535")
-    missing = [name for name in SLURM_STEP_VARS if not os.environ.get(name)]
-    if missing and not any(name.startswith("SLURM_") for name in os.environ):
-        raise ClusterError("--cluster slurm: no Slurm job here (no SLURM_ variables); start "
-                           "the tasks with srun inside an allocation (sbatch or salloc)")
-    if missing:
-        raise ClusterError(f"--cluster slurm: {missing[0]} is not set, so this process is not "
-                           "a task of a Slurm job step; start the tasks with srun")
-    total, rank = _slurm_int("SLURM_STEP_NUM_TASKS"), _slurm_int("SLURM_PROCID")
-    if not 0 <= rank < total:
-        raise ClusterError(f"--cluster slurm: SLURM_PROCID {rank} is outside the step's "
-                           f"{total} task(s); start the tasks with srun")
-    if num_ps >= total:
-        raise ClusterError(f"--ps {num_ps} leaves no worker in a Slurm step of {total} "
-                           "task(s); give srun more tasks (--ntasks) or pass a smaller --ps")
-
+    total, rank = _checked_slurm_step(num_ps, port)
     from a3c_graph.system import process_env
 
     tf = process_env.import_tensorflow_quietly()
@@ -236,6 +218,30 @@ def cluster_from_slurm(num_ps: int | None = None, port: int | None = None
             "srun's block distribution over nodes taken in name order, so use "
             "--distribution=block and nodes whose names sort in Slurm's order (zero-padded)")
     return cluster, job, index
+
+
+def _checked_slurm_step(num_ps: int, port: int) -> tuple[int, int]:
+    """(tasks in the step, this task's rank), once --ps, --port and srun's variables are
+    known to make a step with a worker; ClusterError (one line) if not."""
+    if num_ps < 1:
+        raise ClusterError(f"--ps must be at least 1, got {num_ps}")
+    if not 1 <= port <= 65535:
+        raise ClusterError(f"--port {port} is outside 1-65535")
+    missing = [name for name in SLURM_STEP_VARS if not os.environ.get(name)]
+    if missing and not any(name.startswith("SLURM_") for name in os.environ):
+        raise ClusterError("--cluster slurm: no Slurm job here (no SLURM_ variables); start "
+                           "the tasks with srun inside an allocation (sbatch or salloc)")
+    if missing:
+        raise ClusterError(f"--cluster slurm: {missing[0]} is not set, so this process is not "
+                           "a task of a Slurm job step; start the tasks with srun")
+    total, rank = _slurm_int("SLURM_STEP_NUM_TASKS"), _slurm_int("SLURM_PROCID")
+    if not 0 <= rank < total:
+        raise ClusterError(f"--cluster slurm: SLURM_PROCID {rank} is outside the step's "
+                           f"{total} task(s); start the tasks with srun")
+    if num_ps >= total:
+        raise ClusterError(f"--ps {num_ps} leaves no worker in a Slurm step of {total} "
+                           "task(s); give srun more tasks (--ntasks) or pass a smaller --ps")
+    return total, rank
 
 
 def _slurm_int(name: str) -> int:
