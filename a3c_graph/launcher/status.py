@@ -34,13 +34,17 @@ def build_logdir_parser(command: str, description: str) -> argparse.ArgumentPars
 
 
 
-def _find_run(logdir: Path) -> dict[str, processes.PidRecord] | None:
-    """The run's pid records by name, or None (with one line on stderr) if there is no run."""
+def _find_run(command: str, description: str, argv: Sequence[str]
+              ) -> tuple[Path, dict[str, processes.PidRecord] | None]:
+    """(the log dir `argv` names, its run's pid records by name or None, with one line on
+    stderr, when there is no run)."""
+    args = build_logdir_parser(command, description).parse_args(argv)
+    logdir = Path(os.path.abspath(args.logdir))
     records = processes.read_pid_files(logdir)
     if "launcher" not in records:
         print(f"{PROG}: no run in {logdir} (no pids/launcher.pid)", file=sys.stderr)
-        return None
-    return records
+        return logdir, None
+    return logdir, records
 
 
 def _describe(record: processes.PidRecord) -> str:
@@ -49,9 +53,7 @@ def _describe(record: processes.PidRecord) -> str:
 
 
 def cmd_status(argv: Sequence[str]) -> int:
-    args = build_logdir_parser("status", "Show a run's tasks and progress.").parse_args(argv)
-    logdir = Path(os.path.abspath(args.logdir))
-    records = _find_run(logdir)
+    logdir, records = _find_run("status", "Show a run's tasks and progress.", argv)
     if records is None:
         return EXIT_NOT_LIVE
     live = any(record.proc is not None for record in records.values())
@@ -87,9 +89,7 @@ def _status_elapsed(logdir: Path, summary_path: Path) -> float:
 
 
 def cmd_stop(argv: Sequence[str]) -> int:
-    args = build_logdir_parser("stop", "Stop a run and every task it started.").parse_args(argv)
-    logdir = Path(os.path.abspath(args.logdir))
-    records = _find_run(logdir)
+    logdir, records = _find_run("stop", "Stop a run and every task it started.", argv)
     if records is None:
         return EXIT_NOT_LIVE
     for record in records.values():
