@@ -25,7 +25,7 @@ setup(
         "atari": ["ale-py==0.12.1", "opencv-python-headless==5.0.0.93", "moviepy==2.2.1",
                   "pygame-ce==2.5.8"],
         "bench": ["ray==2.60.0", "matplotlib==3.11.2"],
-        # pyyaml: tests/test_kubernetes.py reads deploy/kubernetes/tfjob.yaml.
+        # pyyaml: tests/unit/launcher/test_kubernetes.py reads deploy/kubernetes/tfjob.yaml.
         # pytest-random-order: the suite runs in a random order (pyproject.toml's addopts).
         # import-linter: `make lint` fails on an import against the layers (pyproject.toml).
         "dev": ["pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-random-order==1.2.0",

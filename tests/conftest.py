@@ -310,12 +310,13 @@ _child_runs = itertools.count()
 def run_in_cluster(network: PrivateNetwork, tmp_path: Path, function: str, num_ps: int = 1,
                    timeout: float = 240, **kwargs):
     """What `function` ("module:name") returns, called with keyword arguments `kwargs` in a
-    child process that hosts a cluster of real TF servers (tests/cluster_child.py) in
+    child process that hosts a cluster of real TF servers (tests/support/cluster_child.py) in
     `network`. The child is stopped by its pid on every path: no server outlives the test."""
     workdir = tmp_path / f"cluster_child_{next(_child_runs)}"
     workdir.mkdir()
     (workdir / "in.pickle").write_bytes(pickle.dumps(kwargs))
-    argv = [sys.executable, "-m", "tests.cluster_child", function, str(num_ps), str(workdir)]
+    argv = [sys.executable, "-m", "tests.support.cluster_child", function, str(num_ps),
+            str(workdir)]
     process = subprocess.Popen(network.command(argv), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, env=child_env(), cwd=REPO, text=True,
                                start_new_session=True)

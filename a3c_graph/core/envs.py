@@ -305,7 +305,7 @@ def make_atari_vector_env(env_id: str, num_envs: int, **options) -> gym.vector.V
     preprocessing in Python wrappers (benchmarks/PERFORMANCE.md has the figures).
 
     Its frames are make_env's exactly: the same ALE v5 protocol, and its resize gives the
-    same pixels as AtariPreprocessing's (tests/test_atari.py compares them step by step);
+    same pixels as AtariPreprocessing's (tests/unit/core/test_atari.py compares them step by step);
     both pad the stack of a new episode with zero frames. No reward clipping (that is the
     learner's). On ALE v5's protocol no FIRE at reset and no end of episode on a lost life;
     on the classic protocol FIRE at reset and a lost life marked terminated while the game

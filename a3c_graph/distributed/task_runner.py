@@ -49,7 +49,7 @@ from a3c_graph.system import process_env
 
 PROG = WORKER_PROG
 # run_ps and run_worker import TF only when called; main calls them by this module's names,
-# so a test can stand in for one (tests/test_storage.py).
+# so a test can stand in for one (tests/unit/test_storage.py).
 
 
 def build_parser() -> argparse.ArgumentParser:

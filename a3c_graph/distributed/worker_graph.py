@@ -19,8 +19,9 @@ replaced by count_on_ps: the rollout is counted and dropped, nothing else is bui
 
 Each part has a tf.name_scope of its own, so TensorBoard's graph view shows these steps. The
 names a checkpoint holds (variables, Adam's slots and beta powers) come from variable scopes
-and the optimizers' names, never from these name scopes: tests/test_checkpoints.py holds
-them against a list written before this layout.
+and the optimizers' names, never from these name scopes:
+tests/unit/distributed/test_checkpoint_names.py holds them against a list written before
+this layout.
 
 The policy lag: the learner computes gradients on the local copy as it is when it dequeues
 a rollout, and the same step's refresh makes the copy newer, so the ps serves one session

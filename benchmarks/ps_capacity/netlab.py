@@ -2,7 +2,7 @@
 
 Needs root (CAP_NET_ADMIN) and iproute2's `ip` and `tc`. Each host is a network namespace
 with one veth link to a bridge in a "switch" namespace (ps_capacity's hosts, and those of
-tests/test_multihost.py and scripts/slurm/local_cluster.py); every command names its
+tests/cluster/test_multihost.py and scripts/slurm/local_cluster.py); every command names its
 namespace (`ip -n NS`, `tc -n NS`), so the namespace this process runs in, the host's
 interfaces and its routes are never touched. None of the namespaces has a
 link to anything but the switch, so the subnet cannot clash with the machine's own and is

@@ -105,7 +105,7 @@ def parse_variant_args(prog: str, description: str, argv: Sequence[str] | None =
 # variant does but these, which they refuse with one line (exit status 2) when set to
 # anything but the preset's value, because what they mean needs a part only the graph
 # variant has; --policy lstm is refused too (check_tf2_config). A new flag must be put on
-# one side: tests/test_tf2_variants.py checks that every flag is.
+# one side: tests/e2e/test_tf2_variants.py checks that every flag is.
 TF2_REFUSED = {
     "checkpoint_secs": "--checkpoint-secs: the TF2 variants write no checkpoints; run it "
                        "with the graph variant",

@@ -1,0 +1,237 @@
+"""worker_graph.py through real ps tasks: one update of the globals, and a resume from a checkpoint.
+
+Each runs in a child process that hosts the servers (tests/support/cluster_child.py): TF's
+in-process servers cannot be stopped, so none may live in the test process. The worker's graph
+is build_worker_graph's, with a hand-made rollout (tests/support/hand_made.py) put on its
+rollout queue, and what comes back is compared with NumPy: the loss's semi-gradient of
+tests/support/ground_truth.py and Adam's first step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from a3c_graph.core.config import A3CConfig
+from a3c_graph.core.envs import EnvBatch, env_info
+from a3c_graph.core.model import ActorCriticMLP
+from a3c_graph.distributed import worker_graph
+from a3c_graph.distributed.cluster import TaskSpec
+from tests.support import ground_truth
+from tests.support.hand_made import CONFIG, B, T, hand_made_rollout, name_in_scope, random_weights
+
+tf1 = tf.compat.v1
+
+CLUSTER_ENV = "CartPole-v1"  # observations [4], 2 actions
+UPDATE_CONFIG = dataclasses.replace(
+    CONFIG, envs_per_worker=B, rollout_length=T, learning_rate=0.01, adam_epsilon=1e-3,
+    anneal_learning_rate=True, max_steps=1000, grad_clip_norm=1.0)
+# The cluster's env steps when the update is made: the learning rate is a quarter of 0.01.
+ENV_STEPS_BEFORE = 750
+
+
+def queued_rollout(seed: int) -> dict[str, np.ndarray]:
+    """hand_made_rollout for CartPole's shapes, with every field the rollout queue holds."""
+    rollout = hand_made_rollout(seed, obs_dim=4, num_actions=2)
+    done = rollout["terminated"] | rollout["truncated"]
+    rollout["episode_returns"] = np.where(done, 10.0 + np.arange(T)[:, None], 0.0).astype(
+        np.float32)
+    rollout["episode_lengths"] = np.where(done, 1 + np.arange(T)[:, None], 0).astype(np.int32)
+    return rollout
+
+
+def network_weights(seed: int) -> dict[str, np.ndarray]:
+    with tf.Graph().as_default():
+        network = ActorCriticMLP((4,), 2, UPDATE_CONFIG.hidden_sizes, "global")
+        return random_weights(network, seed)
+
+
+def _worker_graph(cluster: dict, config: A3CConfig):
+    """(worker 0's graph as the worker builds it, its env batch), into the default graph."""
+    spec = TaskSpec(cluster=cluster, job="worker", task=0)
+    batch = EnvBatch(CLUSTER_ENV, config.envs_per_worker, seed=0)
+    return worker_graph.build_worker_graph(config, spec, env_info(CLUSTER_ENV), [batch]), batch
+
+
+def _values(session, variables) -> dict[str, np.ndarray]:
+    """{name without ":0": value} of `variables`."""
+    return dict(zip([v.op.name for v in variables], session.run(variables)))
+
+
+def _update_then(cluster, config, rollout, weights, env_steps, save_to=None) -> dict:
+    """Initialize the globals to `weights` and the cluster's env steps to `env_steps`, sync the
+    local copy (the local init op), put `rollout` on the queue and run one training step."""
+    from tests.support.cluster_child import start_servers
+
+    servers = start_servers(cluster)
+    with tf.Graph().as_default():
+        worker_graph, batch = _worker_graph(cluster, config)
+        [runner] = tf1.get_collection(tf1.GraphKeys.QUEUE_RUNNERS)
+        enqueue = runner.queue.enqueue({key: tf.constant(value) for key, value in rollout.items()})
+        network = worker_graph.global_network.variables
+        [env_steps_var] = [v for v in tf1.global_variables()
+                           if v.op.name == "episode_stats/env_steps"]
+        local = [v for v in tf1.local_variables() if v.op.name.startswith("local/")]
+        [seen] = [v for v in tf1.local_variables() if v.op.name == "env_steps_seen"]
+        with tf1.Session(servers["worker", 0].target) as session:
+            session.run(tf1.global_variables_initializer())
+            session.run([v.assign(weights[name_in_scope(v)]) for v in network]
+                        + [env_steps_var.assign(env_steps)])
+            session.run(worker_graph.local_init_op)
+            local_after_init = _values(session, local)
+            session.run(enqueue)
+            fetched = session.run(worker_graph.train_fetches)
+            result = {"local_after_init": local_after_init,
+                      "globals": _values(session, tf1.global_variables()),
+                      "local": _values(session, local), "env_steps_seen": session.run(seen),
+                      "devices": {v.op.name: v.device for v in network},
+                      "fetched": {"update_skipped": fetched.update_skipped,
+                                  "learning_rate": float(fetched.learning_rate),
+                                  **{key: getattr(fetched.counters, key) for key in
+                                     ("global_step", "env_steps", "episodes")}}}
+            if save_to is not None:
+                result["saved"] = worker_graph.saver.save(
+                    session, str(Path(save_to) / "model.ckpt"), global_step=1)
+    batch.close()
+    return result
+
+
+def one_update(cluster, config, rollout, weights, env_steps) -> dict:
+    """Run in the cluster child: what the globals, the Adam slots and the local copy hold
+    after one update."""
+    return _update_then(cluster, config, rollout, weights, env_steps)
+
+
+def adam_first_step(weight, gradient, learning_rate, epsilon, beta1=0.9, beta2=0.999):
+    """Adam's first update of a variable (Kingma and Ba 2015, in the form of
+    tf.compat.v1.train.AdamOptimizer): m = (1 - b1) g, v = (1 - b2) g^2,
+    w' = w - lr sqrt(1 - b2) / (1 - b1) m / (sqrt(v) + eps). -> (w', m, v)"""
+    m = (1 - beta1) * gradient
+    v = (1 - beta2) * gradient ** 2
+    step = learning_rate * np.sqrt(1 - beta2) / (1 - beta1) * m / (np.sqrt(v) + epsilon)
+    return weight - step, m, v
+
+
+def slots_of(variables: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(Adam's m, Adam's v) of variable `name`: "<name>/Adam" and "<name>/Adam_1" (on a ps
+    task other than the first, "<name>/Adam_ps1" and "<name>/Adam_ps1_1")."""
+    slots = sorted((key for key in variables if key.startswith(name + "/Adam")), key=len)
+    assert len(slots) == 2, slots
+    return variables[slots[0]], variables[slots[1]]
+
+
+@pytest.mark.parametrize("num_ps", [1, 2])
+def test_one_update_moves_every_global_by_adams_step_of_its_own_gradient(num_ps, in_cluster):
+    """Through build_worker_graph and real ps tasks: the local copy starts as the globals;
+    one rollout later each global variable has moved by Adam's first step of the clipped
+    semi-gradient of the NumPy loss for that very variable, at the annealed learning rate,
+    and the local copy equals the new globals. With 2 ps tasks the variables are spread over
+    both, so a gradient sent to the wrong variable (the policy's and the value's first
+    layers have the same shape) fails."""
+    rollout, weights = queued_rollout(seed=4), network_weights(seed=5)
+    got = in_cluster("tests.cluster.test_worker_graph_cluster:one_update", num_ps=num_ps,
+                     config=UPDATE_CONFIG, rollout=rollout, weights=weights,
+                     env_steps=ENV_STEPS_BEFORE)
+
+    gradients = ground_truth.clipped(
+        ground_truth.mlp_semi_gradient(weights, rollout, UPDATE_CONFIG),
+        UPDATE_CONFIG.grad_clip_norm)
+    learning_rate = UPDATE_CONFIG.learning_rate * (1 - ENV_STEPS_BEFORE / UPDATE_CONFIG.max_steps)
+    assert {device.split("/")[2] for device in got["devices"].values()} == {
+        f"task:{i}" for i in range(num_ps)}
+    for name, weight in weights.items():
+        assert_close = np.testing.assert_allclose
+        assert_close(got["local_after_init"][f"local/{name}"], weight, err_msg=name)
+        want, m, v = adam_first_step(weight.astype(np.float64), gradients[name], learning_rate,
+                                     UPDATE_CONFIG.adam_epsilon)
+        assert_close(got["globals"][f"global/{name}"], want, rtol=0, atol=2e-5, err_msg=name)
+        got_m, got_v = slots_of(got["globals"], f"global/{name}")
+        assert_close(got_m, m, rtol=2e-3, atol=1e-6, err_msg=name)
+        assert_close(got_v, v, rtol=5e-3, atol=1e-9, err_msg=name)
+        assert_close(got["local"][f"local/{name}"], got["globals"][f"global/{name}"],
+                     rtol=0, atol=0, err_msg=name)
+    # The update moved the weights by much more than the tolerance above.
+    moved = max(np.abs(got["globals"][f"global/{name}"] - weights[name]).max()
+                for name in weights)
+    assert moved > 1e-3, moved
+    done = rollout["terminated"] | rollout["truncated"]
+    assert got["fetched"] == {"global_step": 1, "env_steps": ENV_STEPS_BEFORE + T * B,
+                              "episodes": int(done.sum()), "update_skipped": False,
+                              # The rate Adam applied, as TensorBoard shows it.
+                              "learning_rate": pytest.approx(learning_rate)}
+    # The next update's learning rate is annealed from the counters this one read back.
+    assert got["env_steps_seen"] == ENV_STEPS_BEFORE + T * B
+
+
+def train_and_save(cluster, config, rollout, weights, logdir) -> dict:
+    """Run in the cluster child: one update, then a checkpoint by the worker's Saver."""
+    return _update_then(cluster, config, rollout, weights, 0, save_to=logdir)
+
+
+def restore_as_the_chief(cluster, config, logdir) -> dict:
+    """Run in a cluster child whose ps tasks are new: the chief's session as the worker makes
+    it (checkpoints.restorable_checkpoint, sessions.ChiefSessionCreator); what the globals
+    and the local copy hold then."""
+    from a3c_graph.checkpoints import restorable_checkpoint
+    from a3c_graph.distributed.sessions import ChiefSessionCreator
+    from tests.support.cluster_child import start_servers
+
+    servers = start_servers(cluster)
+    with tf.Graph().as_default():
+        worker_graph, batch = _worker_graph(cluster, config)
+        scaffold = tf1.train.Scaffold(saver=worker_graph.saver,
+                                      local_init_op=worker_graph.local_init_op)
+        checkpoint = restorable_checkpoint(str(logdir), worker_graph.saver)
+        local = [v for v in tf1.local_variables() if v.op.name.startswith("local/")]
+        creator = ChiefSessionCreator(scaffold, servers["worker", 0].target, None, checkpoint)
+        session = creator.create_session()
+        try:
+            result = {"checkpoint": checkpoint,
+                      "globals": _values(session, tf1.global_variables()),
+                      "local": _values(session, local)}
+        finally:
+            session.close()
+    batch.close()
+    return result
+
+
+def test_a_resumed_run_restores_every_weight_and_adam_slot_of_the_checkpoint(in_cluster,
+                                                                            tmp_path):
+    """A new cluster on the log dir gets back the checkpoint's weights, Adam's slots and beta
+    powers, the global step and the episode counters, each equal to what was saved (and to
+    what the first cluster held), and its local copy starts from the restored weights. Two
+    ps tasks: the first's optimizer names ("Adam") and another's ("Adam_ps1") both come back."""
+    num_ps = 2
+    logdir = tmp_path / "run"
+    logdir.mkdir()
+    rollout, weights = queued_rollout(seed=6), network_weights(seed=7)
+    trained = in_cluster("tests.cluster.test_worker_graph_cluster:train_and_save", num_ps=num_ps,
+                         config=UPDATE_CONFIG, rollout=rollout, weights=weights, logdir=logdir)
+    restored = in_cluster("tests.cluster.test_worker_graph_cluster:restore_as_the_chief",
+                          num_ps=num_ps, config=UPDATE_CONFIG, logdir=logdir)
+
+    assert restored["checkpoint"] == trained["saved"]
+    reader = tf.train.load_checkpoint(trained["saved"])
+    saved = reader.get_variable_to_shape_map()
+    assert set(saved) == set(restored["globals"]) == set(trained["globals"])
+    slots = [name for name in saved if "/Adam" in name]
+    assert len(slots) == 2 * len(weights), slots
+    assert any("/Adam_ps1" in name for name in slots) and any(
+        name.endswith("/Adam") for name in slots), slots
+    assert {"global_step", "episode_stats/env_steps"} <= set(saved)
+    for name in saved:
+        np.testing.assert_array_equal(restored["globals"][name], reader.get_tensor(name),
+                                      err_msg=name)
+        np.testing.assert_array_equal(trained["globals"][name], reader.get_tensor(name),
+                                      err_msg=name)
+    for name in weights:
+        np.testing.assert_array_equal(restored["local"][f"local/{name}"],
+                                      restored["globals"][f"global/{name}"], err_msg=name)
+    assert restored["globals"]["global_step"] == 1
+    # The weights did move in the first cluster: the restore is not of an initial state.
+    assert any(np.abs(restored["globals"][f"global/{name}"] - weights[name]).max() > 1e-3
+               for name in weights)

@@ -1,0 +1,158 @@
+"""The SavedModel export (a3c_graph/exporting.py): a trained policy that plain TensorFlow 2
+loads and plays, with the graph's own outputs, and the export's bad input refused in one line
+with nothing written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import REPO, child_env, untrained_run
+
+IMAGE_BANDIT = "tests.support.image_env:ImageBandit-v0"
+
+# Plain TF2, eager, and no a3c_graph: what a colleague's script does with a SavedModel. Every
+# case's model in one process: [(dir, dtype, feed)] on stdin, their outputs on stdout.
+LOAD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    results = []
+    for path, dtype, feed in json.loads(sys.stdin.read()):
+        act = tf.saved_model.load(path).signatures["act"]
+        out = act(**{k: tf.constant(np.array(v, dtype=np.float32 if k == "state" else dtype))
+                     for k, v in feed.items()})
+        results.append({k: v.numpy().tolist() for k, v in out.items()})
+    assert not [m for m in sys.modules if m.startswith("a3c_graph")]
+    print(json.dumps(results))
+""")
+CASES = {"mlp": ("CartPole-v1", "auto"), "cnn": (IMAGE_BANDIT, "auto"),
+         "lstm": (IMAGE_BANDIT, "lstm")}
+
+
+def export(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "a3c_graph.export", *args],
+                          capture_output=True, text=True, cwd=REPO, env=child_env(), timeout=300)
+
+
+def graph_outputs(logdir, observations, state=None) -> dict:
+    """The checkpoint's logits (and state) by the package's own graph code."""
+    import tensorflow as tf
+
+    from a3c_graph.checkpoints import read_run_config
+    from a3c_graph.core.envs import env_info, env_options
+    from a3c_graph.core.model import build_network
+
+    tf1 = tf.compat.v1
+    config = read_run_config(str(logdir))
+    info = env_info(config.env, **env_options(config))
+    with tf.Graph().as_default():
+        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        obs = tf.constant(observations)
+        if network.recurrent:
+            logits, _, after = network.step(obs, tf.constant(state))
+        else:
+            (logits, _), after = network(obs), tf.constant(0)
+        with tf1.Session() as session:
+            tf1.train.Saver(var_list=network.variables).restore(
+                session, tf.train.latest_checkpoint(str(logdir)))
+            logits, after = session.run([logits, after])
+    return {"logits": logits, "state": after}
+
+
+def test_the_saved_models_give_the_graphs_outputs_in_plain_tf2(tmp_path):
+    """The MLP, the CNN and the LSTM (on the image bandit), exported and run by plain TF2."""
+    from a3c_graph.exporting import export_policy
+
+    rng = np.random.default_rng(0)
+    cases = []
+    for name, (env, policy) in CASES.items():
+        logdir, out = tmp_path / name, tmp_path / f"{name}-exported"
+        untrained_run(logdir, env=env, policy=policy, conv_filters=(4,), lstm_size=8)
+        export_policy(str(logdir), str(out))
+        metadata = json.loads((out / "assets.extra" / "policy.json").read_text())
+        assert metadata["env"] == env and metadata["recurrent"] == (policy == "lstm")
+        shape, dtype = metadata["observation_shape"], metadata["observation_dtype"]
+        observations = (rng.integers(0, 256, [5, *shape]) if dtype == "uint8"
+                        else rng.normal(size=[5, *shape])).astype(dtype)
+        feed = {"observations": observations.tolist()}
+        state = None
+        if metadata["recurrent"]:
+            state = rng.normal(size=[5, 2, 8]).astype(np.float32)
+            feed["state"] = state.tolist()
+        cases.append((logdir, metadata, observations, state, [str(out), dtype, feed]))
+    loaded = subprocess.run([sys.executable, "-c", LOAD],
+                            input=json.dumps([case[-1] for case in cases]),
+                            capture_output=True, text=True, env=child_env(), timeout=300)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    results = json.loads(loaded.stdout.strip().splitlines()[-1])
+    for (logdir, metadata, observations, state, _), got in zip(cases, results):
+        want = graph_outputs(logdir, observations, state)
+        np.testing.assert_allclose(got["logits"], want["logits"], atol=1e-5)
+        assert got["greedy_action"] == np.argmax(want["logits"], axis=-1).tolist()
+        assert all(0 <= a < metadata["num_actions"] for a in got["sampled_action"])
+        assert np.shape(got["value"]) == (5,)
+        if metadata["recurrent"]:
+            np.testing.assert_allclose(got["state"], want["state"], atol=1e-5)
+
+
+def test_the_cli_lists_the_signature_and_the_example_plays_as_evaluate_plays(tmp_path):
+    logdir, out = tmp_path / "run", tmp_path / "exported"
+    untrained_run(logdir)
+    exported = export("--logdir", str(logdir), "--out", str(out))
+    assert exported.returncode == 0 and exported.stderr == "", exported.stderr
+    shown = subprocess.run([str(REPO / ".venv" / "bin" / "saved_model_cli")
+                            if (REPO / ".venv" / "bin" / "saved_model_cli").exists()
+                            else "saved_model_cli", "show", "--dir", str(out), "--all"],
+                           capture_output=True, text=True, env=child_env(), timeout=300)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "signature_def['act']" in shown.stdout and "greedy_action" in shown.stdout
+    played = subprocess.run([sys.executable, str(REPO / "scripts" / "play_saved_model.py"),
+                             str(out), "--episodes", "3", "--seed", "7"],
+                            capture_output=True, text=True, env=child_env(), timeout=300)
+    assert played.returncode == 0, played.stderr[-2000:]
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "3",
+         "--seed", "7"], capture_output=True, text=True, cwd=REPO, env=child_env(), timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert (json.loads(played.stdout.strip().splitlines()[-1])["returns"]
+            == json.loads(evaluated.stdout.strip().splitlines()[-1])["returns"])
+
+
+def test_bad_input_is_one_line_and_leaves_nothing_written(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    no_checkpoint = tmp_path / "no-checkpoint"
+    untrained_run(no_checkpoint)
+    for path in no_checkpoint.glob("model.ckpt*"):
+        path.unlink()
+    (no_checkpoint / "checkpoint").unlink(missing_ok=True)
+    other_version = tmp_path / "other-version"
+    untrained_run(other_version)
+    config = json.loads((other_version / "config.json").read_text())
+    (other_version / "config.json").write_text(json.dumps({**config, "from_the_future": 1}))
+    good = tmp_path / "good"
+    untrained_run(good)
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    cases = [(empty, tmp_path / "out1", "config.json not found"),
+             (no_checkpoint, tmp_path / "out2", "no checkpoint in"),
+             (other_version, tmp_path / "out3", "unknown field 'from_the_future'"),
+             (good, taken, "exists; give --force to replace it")]
+    for logdir, out, message in cases:
+        before = sorted(p.name for p in out.parent.iterdir())
+        result = export("--logdir", str(logdir), "--out", str(out))
+        assert result.returncode == 2, (message, result.stderr)
+        assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+        assert sorted(p.name for p in out.parent.iterdir()) == before  # nothing half-written
+    assert not any(taken.iterdir())
+    import a3c_graph  # the API says the same, as a ValueError
+
+    with pytest.raises(ValueError, match="exists; give --force to replace it"):
+        a3c_graph.export(good, taken)
+    forced = export("--logdir", str(good), "--out", str(taken), "--force")
+    assert forced.returncode == 0 and (taken / "saved_model.pb").exists()

@@ -1,0 +1,121 @@
+"""The whole learner end to end through the real launcher, on problems small enough to learn
+in a test: a two-armed bandit (a sign error anywhere between the loss and the ps's update
+fails it), an image bandit (only the image path can find the paying arm) and CartPole with
+the LSTM policy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import REPO, run_launcher
+
+from tests.support import ground_truth
+from tests.support.bandit_env import PAYING_ARM
+
+# The launcher on a two-armed bandit: a few thousand one-step episodes, so that a sign error
+# anywhere between the loss and the ps's update (the loss, the gradients, their transfer, Adam
+# on the globals, the refresh of the local copy) fails the suite, not just a benchmark.
+BANDIT_STEPS = 4096  # 128 updates of 4 steps x 8 envs; the budget is what stops the run
+BANDIT_FLAGS = ["--env", "tests.support.bandit_env:Bandit-v0", "--workers", "1",
+                "--max-steps", str(BANDIT_STEPS), "--rollout-length", "4", "--envs-per-worker", "8",
+                # Larger steps than the default 1e-3, which in one trial had arm 1 at only
+                # p = 0.93 after 64 updates: too close to the verdict's threshold.
+                "--learning-rate", "3e-3",
+                # Adam scaled to the gradient's size: with the cartpole preset's epsilon of 0.1
+                # a bandit's small gradients take damped steps (mean return 0.66 at the budget).
+                "--adam-epsilon", "1e-5", "--normalize-advantages", "true",
+                "--target-return", "inf",  # no early stop: the last 100 episodes of the budget
+                "--max-seconds", "240"]  # a safety net only; the step budget ends the run
+
+
+@pytest.mark.e2e
+def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_path):
+    logdir = tmp_path / "run"
+    # The env's module is this repository's tests/ package: importable as a user's own would be.
+    result = run_launcher(*BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path,
+                          PYTHONPATH=str(REPO))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"] == "max_steps", summary
+    # A random policy gets 0.5 (+-0.05 over 100 episodes), the wrong arm 0.
+    assert summary["mean_return_100"] >= 0.9, summary
+
+    # The policy the chief saved last pulls the paying arm.
+    reader = tf.train.load_checkpoint(str(logdir))
+    weights = {name.split("/", 1)[1]: reader.get_tensor(name)
+               for name in reader.get_variable_to_shape_map()
+               if name.startswith("global/") and "Adam" not in name}
+    logits, _ = ground_truth.mlp_forward(weights, np.ones((1, 1)))
+    probabilities = ground_truth.softmax(logits[0])
+    assert probabilities[PAYING_ARM] > 0.95, probabilities
+
+
+@pytest.mark.e2e
+def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
+    logdir = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    result = run_launcher("--policy", "lstm", "--workers", "2", "--max-steps", "600",
+                          "--rollout-length", "16", "--envs-per-worker", "4", logdir=logdir,
+                          timeout=240, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 600, summary
+    # Every rollout of 16 steps of 4 envs made one update (give or take the other worker's
+    # update, half applied when the last counters were read)...
+    assert abs(summary["global_step"] * 16 * 4 - summary["env_steps"]) <= 16 * 4, summary
+    config = json.loads((logdir / "config.json").read_text())
+    assert config["policy"] == "lstm"
+    # ...whose gradients reached the LSTM through the replay of the rollout: Adam's moments
+    # of its kernel are not zero.
+    reader = tf.train.load_checkpoint(str(logdir))
+    assert np.abs(reader.get_tensor("global/lstm/kernel/Adam")).max() > 0
+    # The checkpoint holds the LSTM, and evaluation rebuilds it from config.json.
+    played = subprocess.run(
+        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir",
+         str(logdir), "--episodes", "2"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)})
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
+
+
+# The launcher on an image bandit (tests/support/image_env.py): which arm pays shows only in
+# the image, so the run reaches its target only through the image path (uint8 pixels,
+# channels first, into the cnn torso) and an update that pairs each image with its own action.
+IMAGE_BANDIT_FLAGS = [
+    "--env", "tests.support.image_env:ImageBandit-v0", "--workers", "1", "--rollout-length", "4",
+    "--envs-per-worker", "8", "--conv-filters", "8", "--conv-stride", "1", "--hidden-sizes", "32",
+    "--learning-rate", "3e-3", "--adam-epsilon", "1e-5", "--normalize-advantages", "true",
+    # A random policy earns 0.5 (+-0.05 over 100 episodes); the run stops at the target.
+    "--target-return", "0.9", "--max-steps", "40000", "--max-seconds", "150"]
+
+
+@pytest.mark.e2e
+def test_the_launcher_learns_which_arm_pays_from_uint8_images(tmp_path):
+    from tests.support import image_env
+
+    logdir = tmp_path / "run"
+    # The env's module is this repository's tests/ package: importable as a user's own would be.
+    result = run_launcher(*IMAGE_BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path,
+                          PYTHONPATH=str(REPO))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"] == "solved" and summary["mean_return_100"] >= 0.9, summary
+
+    # The saved network, run by the NumPy forward pass (pixels scaled to [0, 1], channels
+    # moved last), picks the paying arm of images it never saw.
+    reader = tf.train.load_checkpoint(str(logdir))
+    weights = {name.split("/", 1)[1]: reader.get_tensor(name)
+               for name in reader.get_variable_to_shape_map()
+               if name.startswith("global/") and "Adam" not in name}
+    rng = np.random.default_rng(12345)
+    images, sides = zip(*(image_env.draw(rng) for _ in range(200)))
+    logits, _ = ground_truth.cnn_forward(weights, np.stack(images), stride=1)
+    accuracy = float(np.mean(np.argmax(logits, axis=1) == np.array(sides)))
+    assert accuracy >= 0.9, accuracy

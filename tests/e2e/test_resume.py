@@ -1,0 +1,84 @@
+"""A run cut off resumes from its log dir: the launcher restores the chief's checkpoint, the
+history (the learning curve's file) goes on with the frame count carrying on, and the run's
+own clock sums the training time of its pieces; the learning suite goes on where it stopped
+(benchmarks.learning --resume)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import checkpoint_step
+
+from a3c_graph.progress import read_history, read_launches, run_clock
+from benchmarks.suites import learning, resume
+from tests.support.launch_helpers import run_script
+
+CARTPOLE = ["--env", "CartPole-v1", "--target-return", "inf", "--checkpoint-secs", "1",
+            "--progress-secs", "0.5", "--max-steps", "400000"]
+
+
+@pytest.mark.e2e
+def test_a_run_stopped_midway_resumes_in_its_log_dir_and_its_curve_goes_on(tmp_path,
+                                                                          run_cleanup):
+    logdir = tmp_path / "run"
+    run_cleanup(logdir)
+    started = run_script("--background", "--logdir", str(logdir), *CARTPOLE)
+    assert started.returncode == 0, started.stderr
+    deadline = time.time() + 120
+    while time.time() < deadline and not (checkpoint_step(logdir) > 0
+                                          and len(read_history(logdir)) > 10):
+        time.sleep(0.5)
+    assert checkpoint_step(logdir) > 0, "no checkpoint within 120 s"
+    assert run_script("stop", "--logdir", str(logdir), timeout=60).returncode == 0
+    first = read_history(logdir)
+    steps_before = max(row["env_steps"] for row in first)
+
+    resumed = run_script("--logdir", str(logdir), *CARTPOLE, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 400_000
+    history = read_history(logdir)
+    assert history[:len(first)] == first  # the curve's file goes on, nothing dropped
+    launches = read_launches(logdir)
+    assert len(launches) == 2
+    second = [row for row in history if row["time"] >= launches[1] and row["training_started"]]
+    # Restored from the checkpoint: the frame count carries on from where it was saved.
+    assert second and 0 < second[0]["env_steps"] <= steps_before + 50_000
+    clock = run_clock(history, launches)
+    assert clock == sorted(clock)  # one clock over both pieces
+    # The pause between the pieces and the second start-up are not the run's time.
+    assert clock[-1] < history[-1]["time"] - launches[0]
+
+
+def test_the_suite_resumes_with_the_flags_it_started_with(tmp_path):
+    resume.save_command(tmp_path, ["--tasks", "cartpole", "--seeds", "2", "--seed", "4"])
+    args, tasks, configs, given = learning.parse_args(["--resume", "--out", str(tmp_path)])
+    assert [t.name for t in tasks] == ["cartpole"] and args.seeds == 2 and given["seed"] == 4
+    with pytest.raises(learning.UsageError, match="--resume takes --out OUT and no other"):
+        learning.parse_args(["--resume", "--out", str(tmp_path), "--seeds", "3"])
+    with pytest.raises(learning.UsageError, match="suite.json is missing"):
+        learning.parse_args(["--resume", "--out", str(tmp_path / "elsewhere")])
+
+
+def test_only_runs_that_ended_on_their_own_count_as_finished(tmp_path):
+    records = [{"name": "a", "stop_reason": "max_steps", "exit_code": 0},
+               {"name": "b", "stop_reason": "signal", "exit_code": 143},
+               {"name": "c", "stop_reason": "harness_interrupted", "exit_code": None},
+               {"name": "d", "stop_reason": "crash", "exit_code": 1}]
+    (tmp_path / "results.json").write_text(json.dumps({"records": records}))
+    assert sorted(resume.finished_records(tmp_path)) == ["a", "d"]
+
+
+def test_a_resumed_run_has_trained_the_sum_of_its_pieces(tmp_path):
+    (tmp_path / "progress").mkdir()
+    rows = [{"time": 105.0, "training_started": None}, {"time": 110.0, "training_started": 110.0},
+            {"time": 160.0, "training_started": 110.0},
+            {"time": 1010.0, "training_started": None},
+            {"time": 1020.0, "training_started": 1020.0},
+            {"time": 1050.0, "training_started": 1020.0}]
+    (tmp_path / "progress" / "worker_0.jsonl").write_text(
+        "".join(json.dumps({"task": 0, **row}) + "\n" for row in rows))
+    (tmp_path / "launches.jsonl").write_text('{"launched": 100.0}\n{"launched": 1000.0}\n')
+    assert resume.trained_seconds(tmp_path) == 50.0 + 30.0

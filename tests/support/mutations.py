@@ -1,0 +1,279 @@
+"""Hand mutations of the learner's code, and the one test that catches each (docs/testing.md).
+
+    python -m tests.support.mutations [NAME ...]  apply each (all by default), run its test
+    python -m tests.support.mutations --baseline  the same tests on the code as it is: they pass
+    python -m tests.support.mutations --table     docs/testing.md's table, from MUTATIONS
+
+Each mutation replaces one snippet of one file in a copy of the repository's tracked files
+(a temporary directory; the work tree is never touched) and runs only its catching test
+there. It is caught when that test fails (pytest's exit status 1); a run that errors instead
+(status 2 and up) or passes is reported. A snippet that no longer occurs exactly once makes
+the table stale: tests/unit/test_mutations.py checks that without running anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Mutation(NamedTuple):
+    name: str
+    path: str  # in the repository
+    old: str  # occurs exactly once in `path`
+    new: str
+    test: str  # the pytest node id that fails
+    what: str  # the bug, as the table says it
+
+
+MUTATIONS = [
+    # losses
+    Mutation("pg-sign", "a3c_graph/core/losses.py",
+             "return -tf.reduce_mean(log_probs(logits, actions) * advantages)",
+             "return tf.reduce_mean(log_probs(logits, actions) * advantages)",
+             "tests/unit/core/test_losses.py::test_policy_gradient_loss_matches_numpy",
+             "the policy gradient's sign flipped"),
+    Mutation("entropy-sign", "a3c_graph/core/losses.py",
+             "total = pg + value_coef * vf - entropy_coef * ent",
+             "total = pg + value_coef * vf + entropy_coef * ent",
+             "tests/unit/core/test_losses.py::test_a3c_loss_total_and_parts_match_numpy",
+             "the entropy bonus turned into a penalty"),
+    Mutation("value-coef", "a3c_graph/core/losses.py",
+             "total = pg + value_coef * vf - entropy_coef * ent",
+             "total = pg + vf - entropy_coef * ent",
+             "tests/unit/core/test_losses.py::test_a3c_loss_total_and_parts_match_numpy",
+             "the value loss's coefficient dropped"),
+    Mutation("gae-lambda", "a3c_graph/core/losses.py",
+             "return delta + gamma * lam * goes_on * next_advantage",
+             "return delta + gamma * goes_on * next_advantage",
+             "tests/unit/core/test_losses.py::test_gae_advantages_match_slow_reference",
+             "GAE's lambda dropped"),
+    Mutation("terminal-bootstrap", "a3c_graph/core/losses.py",
+             "deltas = rewards + gamma * not_terminal * next_values - values",
+             "deltas = rewards + gamma * next_values - values",
+             "tests/unit/core/test_losses.py::test_gae_truncation_bootstraps_and_termination_does_not",
+             "a terminated step bootstraps from the value after it"),
+    Mutation("truncation-goes-on", "a3c_graph/core/losses.py",
+             "not_done = 1.0 - tf.cast(tf.logical_or(terminated, truncated), dtype)",
+             "not_done = 1.0 - tf.cast(terminated, dtype)",
+             "tests/unit/core/test_losses.py::test_gae_truncation_bootstraps_and_termination_does_not",
+             "a truncated episode's advantage runs on into the next episode"),
+    Mutation("value-target-gradient", "a3c_graph/core/losses.py",
+             "tf.square(tf.stop_gradient(returns) - values)",
+             "tf.square(returns - values)",
+             "tests/unit/core/test_losses.py::test_value_loss_gradient_flows_into_values_but_not_returns",
+             "the value targets carry a gradient"),
+    # model
+    Mutation("uint8-scale", "a3c_graph/core/model.py",
+             "x = x * (1.0 / 255.0)", "x = x * 1.0",
+             "tests/unit/core/test_model.py::test_cnn_outputs_are_the_numpy_forward_pass[uint8-stride2]",
+             "uint8 pixels not scaled to [0, 1]"),
+    Mutation("channels-last", "a3c_graph/core/model.py",
+             "return tf.transpose(x, [0, 2, 3, 1])", "return tf.transpose(x, [0, 3, 2, 1])",
+             "tests/unit/core/test_model.py::test_cnn_outputs_are_the_numpy_forward_pass[uint8-stride2]",
+             "[C, H, W] moved to [W, H, C] instead of [H, W, C]"),
+    Mutation("conv-activation", "a3c_graph/core/model.py",
+             'x = tf.nn.elu(tf.nn.conv2d(x, kernel, stride, "SAME") + biases)',
+             'x = tf.nn.relu(tf.nn.conv2d(x, kernel, stride, "SAME") + biases)',
+             "tests/unit/core/test_model.py::test_cnn_outputs_are_the_numpy_forward_pass[bool]",
+             "ReLU for ELU after the convolutions"),
+    Mutation("mlp-activation", "a3c_graph/core/model.py",
+             "                x = tf.tanh(x)", "                x = tf.nn.relu(x)",
+             "tests/unit/core/test_learner.py::test_learner_loss_matches_the_numpy_ground_truth"
+             "[True-False]",
+             "ReLU for tanh in the MLP towers"),
+    Mutation("lstm-forget-bias", "a3c_graph/core/model.py",
+             "c = tf.sigmoid(f + LSTM_FORGET_BIAS) * c", "c = tf.sigmoid(f) * c",
+             "tests/unit/core/test_model.py::test_lstm_step_and_replay_are_the_numpy_forward_pass[mlp]",
+             "the LSTM's forget-gate bias dropped"),
+    Mutation("lstm-gates", "a3c_graph/core/model.py",
+             "i, f, g, o = tf.split(gates, 4, axis=1)", "f, i, g, o = tf.split(gates, 4, axis=1)",
+             "tests/unit/core/test_model.py::test_lstm_step_and_replay_are_the_numpy_forward_pass[cnn]",
+             "the LSTM's input and forget gates swapped"),
+    Mutation("replay-reset", "a3c_graph/core/model.py",
+             "return reset_state(after, done_t), after", "return after, after",
+             "tests/unit/core/test_model.py::test_lstm_step_and_replay_are_the_numpy_forward_pass[mlp]",
+             "the learner's replay keeps the state across an episode end"),
+    Mutation("next-values", "a3c_graph/core/model.py",
+             "shifted = tf.concat([values[1:], tf.zeros([1, B], values.dtype)], axis=0)",
+             "shifted = values",
+             "tests/unit/core/test_model.py::test_values_of_next_obs_reuse_the_rollouts_own_values",
+             "V(s_t) reused as V(s_{t+1})"),
+    # agent
+    Mutation("initial-sync", "a3c_graph/distributed/worker_graph.py",
+             "ops = [sync_local_from_global(local_network, globals_.network)]", "ops = []",
+             "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "_gradient[1]",
+             "the local copy not synced from the globals before the first rollout"),
+    Mutation("refresh", "a3c_graph/distributed/worker_graph.py",
+             "refresh_local = assign_op(local_network, transfer.in_variable_order(groups, "
+             "returned),\n                                  \"refresh_local\")",
+             "refresh_local = tf.no_op()",
+             "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "_gradient[2]",
+             "the local copy not refreshed after an update"),
+    Mutation("same-shape-pairing", "a3c_graph/distributed/worker_graph.py",
+             "    gradients = learner.update.gradients\n",
+             "    gradients = list(learner.update.gradients)\n"
+             "    # the two towers' first layers: the same shape\n"
+             "    gradients[0], gradients[6] = gradients[6], gradients[0]\n",
+             "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "_gradient[2]",
+             "gradients applied to another variable of the same shape"),
+    Mutation("anneal", "a3c_graph/core/learner.py",
+             "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
+             "learning_rate *= 1.0",
+             "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "_gradient[1]",
+             "the optimizer's learning rate not annealed"),
+    Mutation("nonfinite-rate", "a3c_graph/core/learner.py",
+             "learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)",
+             "learning_rate = config.learning_rate + 0.0 * tf.cast(is_finite, tf.float32)",
+             "tests/unit/core/test_learner.py::test_the_learning_rate_op_anneals_linearly_over_max_steps"
+             "[True-250-False-0.0]",
+             "a NaN/inf update applied at the full learning rate"),
+    Mutation("env-steps-seen", "a3c_graph/distributed/worker_graph.py",
+             "learner.env_steps_seen.assign(counters.env_steps)",
+             "learner.env_steps_seen.read_value()",
+             "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
+             "_gradient[1]",
+             "the anneal stuck at the env steps of the first read"),
+    Mutation("no-clip", "a3c_graph/core/learner.py",
+             "tf.clip_by_global_norm(gradients, config.grad_clip_norm)",
+             "tf.clip_by_global_norm(gradients, 1e9)",
+             "tests/unit/core/test_learner.py::test_the_update_is_clipped_to_the_global_norm_and_reports_the"
+             "_norm_before[clipped]",
+             "gradients not clipped"),
+    Mutation("normalized-value-target", "a3c_graph/core/learner.py",
+             "returns = advantages + tf.stop_gradient(to_tb(values))",
+             "returns = (losses.normalize(advantages) if config.normalize_advantages else "
+             "advantages) + tf.stop_gradient(to_tb(values))",
+             "tests/unit/core/test_learner.py::test_normalized_and_raw_advantages_give_different_policy_losses"
+             "_each_its_own",
+             "the value targets built from normalized advantages"),
+    Mutation("reward-clip", "a3c_graph/core/learner.py",
+             'rewards = tf.sign(rollout["rewards"]) if config.clip_rewards else rollout["rewards"]',
+             'rewards = rollout["rewards"]',
+             "tests/unit/core/test_learner.py::test_clipped_rewards_learn_from_the_sign_of_each_reward_only",
+             "--clip-rewards ignored"),
+    Mutation("saver-slots", "a3c_graph/distributed/worker_graph.py",
+             "saver = tf1.train.Saver(max_to_keep=3,",
+             'saver = tf1.train.Saver([v for v in tf1.global_variables() if "Adam" not in '
+             "v.name], max_to_keep=3,",
+             "tests/cluster/test_worker_graph_cluster.py::test_a_resumed_run_restores_every_weight_and_adam_slot_of_the"
+             "_checkpoint",
+             "checkpoints without Adam's slots"),
+    # rollout
+    Mutation("obs-after-step", "a3c_graph/core/rollout.py",
+             'rows["obs"][t] = self.envs.observe()\n        step = self.envs.step(actions)',
+             'step = self.envs.step(actions)\n        rows["obs"][t] = self.envs.observe()',
+             "tests/unit/core/test_rollout.py::test_next_obs_is_the_following_obs_while_the_episode_goes_on",
+             "s_t recorded after the step (the next state)"),
+    Mutation("final-obs", "a3c_graph/core/rollout.py",
+             'rows["next_obs"][t] = step.final_obs', 'rows["next_obs"][t] = step.next_obs',
+             "tests/unit/core/test_rollout.py::test_where_an_episode_ended_next_obs_is_its_final_obs_and_obs"
+             "_a_new_episodes_first",
+             "the next episode's first observation as an ended episode's s_{t+1}"),
+    Mutation("episode-returns", "a3c_graph/core/rollout.py",
+             'rows["episode_returns"][t] = step.episode_return',
+             'rows["episode_returns"][t] = step.reward',
+             "tests/unit/core/test_rollout.py::test_episode_returns_and_lengths_are_nonzero_exactly_where_an"
+             "_episode_ended",
+             "the step's reward recorded as the episode's return"),
+    Mutation("acting-reset", "a3c_graph/core/rollout.py",
+             "return t + 1, next_obs, reset_state(after, done)", "return t + 1, next_obs, after",
+             "tests/unit/core/test_model.py::test_actor_carries_the_lstm_state_across_rollouts_and_zeroes"
+             "_it_at_episode_ends",
+             "the actor's LSTM state not zeroed at an episode end"),
+    Mutation("carried-state", "a3c_graph/core/rollout.py",
+             "after_loop.append(carried.assign(final[2]))", "pass",
+             "tests/unit/core/test_model.py::test_actor_carries_the_lstm_state_across_rollouts_and_zeroes"
+             "_it_at_episode_ends",
+             "the LSTM state not carried to the next rollout"),
+    Mutation("argmax-actions", "a3c_graph/core/rollout.py",
+             "tf.random.categorical(logits, 1)[:, 0]", "tf.argmax(logits, axis=-1)",
+             "tests/unit/core/test_rollout.py::test_actions_are_sampled_from_the_policy_and_nan_logits_act"
+             "_uniformly",
+             "the most likely action taken instead of a sampled one"),
+]
+
+
+def mutated(text: str, mutation: Mutation) -> str:
+    """`text` with the mutation applied; ValueError unless its snippet occurs exactly once."""
+    count = text.count(mutation.old)
+    if count != 1:
+        raise ValueError(f"{mutation.name}: its snippet occurs {count} times in {mutation.path}")
+    return text.replace(mutation.old, mutation.new)
+
+
+def table() -> str:
+    """The markdown table of docs/testing.md."""
+    rows = ["| mutation | file | the bug | caught by |", "| --- | --- | --- | --- |"]
+    for m in MUTATIONS:
+        rows.append(f"| `{m.name}` | `{m.path}` | {m.what} | `{m.test}` |")
+    return "\n".join(rows)
+
+
+def copy_repository(destination: Path) -> None:
+    """The tracked files of the work tree, as they are now (uncommitted edits included)."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        source = REPO / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+
+
+def run(mutation: Mutation, copy: Path, baseline: bool = False) -> int:
+    """pytest's exit status for the mutation's test, with the mutation applied in `copy`
+    (not applied for the baseline)."""
+    target = copy / mutation.path
+    original = target.read_text()
+    target.write_text(original if baseline else mutated(original, mutation))
+    try:
+        return subprocess.run([sys.executable, "-m", "pytest", mutation.test, "-q", "-x",
+                               "-p", "no:cacheprovider"], cwd=copy, capture_output=True,
+                              timeout=900).returncode
+    finally:
+        target.write_text(original)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.support.mutations", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="mutations to run (default: all)")
+    parser.add_argument("--baseline", action="store_true",
+                        help="run the tests without the mutations: each must pass")
+    parser.add_argument("--table", action="store_true", help="print docs/testing.md's table")
+    args = parser.parse_args(argv)
+    if args.table:
+        print(table())
+        return 0
+    known = {m.name: m for m in MUTATIONS}
+    unknown = [name for name in args.names if name not in known]
+    if unknown:
+        parser.error(f"unknown mutation(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    chosen = [known[name] for name in args.names] if args.names else MUTATIONS
+    missed = 0
+    with tempfile.TemporaryDirectory(prefix="a3c_mutations_") as tmp:
+        copy = Path(tmp)
+        copy_repository(copy)
+        for mutation in chosen:
+            status = run(mutation, copy, args.baseline)
+            want, word = (0, "passes") if args.baseline else (1, "caught")
+            verdict = word if status == want else f"FAILED (pytest exit status {status})"
+            missed += status != want
+            print(f"{mutation.name:<26} {verdict:<10} {mutation.test}", flush=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

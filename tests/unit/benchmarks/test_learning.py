@@ -1,0 +1,163 @@
+"""benchmarks.learning: how a run's history becomes its curve and its verdict, the table, and
+its bad input. The suite's real runs are long; test_launch_e2e's end-to-end CartPole run
+checks the history files they are drawn from."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import colored_pixels, untrained_run
+
+from benchmarks.suites import learning
+from benchmarks.suites.learning_report import median_curve
+from benchmarks.suites.learning_tasks import TASKS, Curve, judge
+
+REPO = Path(__file__).resolve().parents[3]
+MACHINE = {"cpu_count": 2, "memory_gb": 24, "load_average_at_start": [0, 0, 0],
+           "python": "3.11", "versions": {"tensorflow": "2.21.0"}}
+
+
+def _row(time, env_steps, mean, lowest=None, episodes=500, entropy=0.5):
+    return {"time": time, "env_steps": env_steps, "mean_return_100": mean,
+            "lowest_mean_return_100": lowest, "episodes": episodes, "entropy": entropy}
+
+
+def test_a_curve_starts_once_there_are_100_episodes_and_counts_frames_by_frame_skip():
+    rows = [_row(101.0, 100, 20.0, episodes=50), _row(103.0, 400, 30.0, episodes=100),
+            _row(105.0, 800, 40.0, lowest=25.0, episodes=150)]
+    curve = Curve.from_history(rows, launches=[100.0], frame_skip=4)
+    assert curve.seconds == [3.0, 5.0]
+    assert curve.env_steps == [400, 800] and curve.frames == [1600, 3200]
+    assert curve.mean_return == [30.0, 40.0]
+    assert curve.lowest_return == [30.0, 25.0]  # a dip between two writes is kept
+
+
+def test_a_resumed_run_counts_the_training_time_of_its_pieces_and_its_frames_go_on():
+    # Launched at 100, trained from 110 until the machine stopped at 160; launched again at
+    # 1000 in its log dir, restored, first update at 1020: the pause and the second start-up
+    # are not the run's time.
+    rows = [_row(105.0, 0, None), _row(130.0, 4000, 10.0), _row(160.0, 9000, 12.0),
+            {**_row(1005.0, 9000, 12.0), "training_started": None},
+            {**_row(1020.0, 9100, 12.0), "training_started": 1020.0},
+            {**_row(1050.0, 14000, 15.0), "training_started": 1020.0}]
+    curve = Curve.from_history(rows, launches=[100.0, 1000.0], frame_skip=4)
+    assert curve.seconds == [30.0, 60.0, 60.0, 60.0, 90.0]
+    assert curve.frames == [16000, 36000, 36000, 36400, 56000]
+
+
+def _stability_curve(means, lowest=None):
+    rows = [_row(float(t), 1000 * t, m, None if lowest is None else lowest[t])
+            for t, m in enumerate(means)]
+    return Curve.from_history(rows, launches=[0.0], frame_skip=1)
+
+
+def test_a_policy_that_stays_above_the_floor_after_the_target_holds():
+    task = TASKS["cartpole-stability"]
+    verdict = judge(_stability_curve([100, 300, 480, 450, 500, 500]), task)
+    assert verdict["reached"] and verdict["seconds_to_target"] == 2.0
+    assert verdict["env_steps_to_target"] == 2000
+    assert verdict["lowest_mean_after_target"] == 450
+    assert verdict["seconds_below_target_after"] == 1.0
+    assert verdict["held"] is True
+    assert verdict["final_mean_return_100"] == 500
+
+
+def test_a_dip_below_the_floor_between_two_writes_fails_the_stability_task():
+    task = TASKS["cartpole-stability"]
+    means = [100, 480, 490, 495, 500]
+    lowest = [100, 480, 490, 120, 500]  # fell to 120 and came back before the next write
+    verdict = judge(_stability_curve(means, lowest), task)
+    assert verdict["lowest_mean_after_target"] == 120
+    assert verdict["held"] is False
+
+
+def test_a_run_that_never_reaches_the_target_neither_reaches_nor_holds():
+    verdict = judge(_stability_curve([10, 20, 30]), TASKS["cartpole-stability"])
+    assert verdict["reached"] is False and verdict["held"] is False
+    assert verdict["frames_to_target"] is None and verdict["seconds_below_target_after"] is None
+
+
+def test_the_median_curve_is_taken_on_a_common_grid_up_to_the_shortest_run():
+    a = [(0.0, 0.0), (1.0, 10.0), (2.0, 20.0)]
+    b = [(0.0, 2.0), (1.0, 4.0)]
+    c = [(0.0, 6.0), (1.5, 8.0), (3.0, 9.0)]
+    median = median_curve([a, b, c], points=3)
+    assert [x for x, _ in median] == [0.0, 0.5, 1.0]
+    assert [y for _, y in median] == [2.0, 2.0, 6.0]
+
+
+def test_the_table_reports_seeds_reaching_the_target_and_the_stability_verdicts(tmp_path):
+    records = []
+    for seed, means in enumerate(([100, 480, 500], [100, 200, 300])):
+        curve = _stability_curve(means)
+        records.append({"task": "cartpole-stability", "env": "CartPole-v1", "seed": seed,
+                        "target": 475.0, "floor": 400.0, "curve": curve.__dict__,
+                        "wall_s": 60.0, "steps_per_sec": 20000.0,
+                        **judge(curve, TASKS["cartpole-stability"])})
+    settings = {"tasks": ["cartpole-stability"], "seeds": 2, "workers": 2, "a3c_flags": []}
+    text = learning.write_results(tmp_path, settings, MACHINE, records,
+                                  [TASKS["cartpole-stability"]])
+    assert "| cartpole-stability | CartPole-v1 | 475 | 1/2 |" in text
+    assert "| cartpole-stability | 0 | 1.0 | 480.0 | 0.0 |" in text
+    assert "NO (floor 400)" in text
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["summary"]["cartpole-stability"]["held"] == 1
+    plot = learning.plot_task(tmp_path, TASKS["cartpole-stability"], records)
+    assert plot == tmp_path / "cartpole-stability.png"
+    assert colored_pixels(plot) > 100  # each seed's curve is drawn
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--tasks", "nope"], "--tasks must name some of"),
+    (["--tasks", ""], "--tasks must name some of"),
+    (["--seeds", "0"], "--seeds must be at least 1"),
+    (["--env", "CartPole-v1"], "--env is the task's"),
+    (["--tasks", "cartpole", "--learning-rate", "-1"], "task cartpole: --learning-rate"),
+])
+def test_bad_suite_flags_are_one_line_exit_2_and_write_nothing(argv, message, tmp_path):
+    out = tmp_path / "results"
+    result = subprocess.run([sys.executable, "-m", "benchmarks.learning", *argv, "--out",
+                             str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not out.exists()
+
+
+def test_the_final_checkpoint_is_played_greedy_and_sampled_and_reported(tmp_path):
+    logdir = tmp_path / "runs" / "cartpole-graph-w2-seed0"
+    logdir.parent.mkdir()
+    untrained_run(logdir)
+    played = learning.evaluate_final_checkpoint(logdir, 2, tmp_path / "evaluations")
+    for mode in ("greedy", "sampled"):
+        result = played[mode]
+        assert result["episodes"] == 2 and result["checkpoint"] == "model.ckpt-0", result
+        assert 1 <= result["min_return"] <= result["mean_return"] <= result["max_return"]
+        printout = (tmp_path / result["printout"]).read_text()
+        assert "episode 2/2: return" in printout
+    curve = _stability_curve([100, 480, 500])
+    record = {"task": "cartpole", "env": "CartPole-v1", "seed": 0, "target": 475.0,
+              "floor": None, "curve": curve.__dict__, "wall_s": 60.0,
+              "steps_per_sec": 20000.0, "evaluation": played,
+              **judge(curve, TASKS["cartpole"])}
+    task = dataclasses.replace(TASKS["cartpole"], evaluation_games=2)
+    text = learning.write_results(tmp_path, {"workers": 2, "seeds": 1, "a3c_flags": []},
+                                  MACHINE, [record], [task])
+    greedy, sampled = played["greedy"], played["sampled"]
+    assert (f"| {greedy['mean_return']:.1f} ({greedy['min_return']:g} to "
+            f"{greedy['max_return']:g}) / {sampled['mean_return']:.1f} (") in text
+    summary = json.loads((tmp_path / "results.json").read_text())["summary"]["cartpole"]
+    assert summary["median_sampled_evaluation"] == sampled["mean_return"]
+
+
+def test_a_final_checkpoint_that_cannot_be_played_is_an_error_in_the_record(tmp_path):
+    logdir = tmp_path / "empty-run"
+    logdir.mkdir()
+    played = learning.evaluate_final_checkpoint(logdir, 2, tmp_path / "evaluations")
+    assert set(played) == {"greedy", "sampled"}
+    assert all("config.json" in result["error"] for result in played.values()), played

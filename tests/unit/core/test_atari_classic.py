@@ -1,0 +1,117 @@
+"""The classic Atari protocol (--protocol classic; core/envs.py): a lost life ends the episode
+for learning while the game goes on, FIRE follows it, and every return reported is a whole
+game's; the games train to their budget without a target (through the launcher:
+tests/e2e/test_games.py); evaluation plays whole games as one batch.
+
+Needs the atari extra; without ale-py every test here is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO, child_env, untrained_run
+
+pytest.importorskip("ale_py", reason="the atari extra is not installed: "
+                                      "pip install -e '.[atari]'")
+
+from a3c_graph.core.config import config_to_argv, resolve_config  # noqa: E402
+from a3c_graph.core.envs import EnvBatch, env_options, make_env  # noqa: E402
+from a3c_graph.core.run_spec import resolve_run  # noqa: E402
+
+BREAKOUT = "ALE/Breakout-v5"
+FIRE = 1  # Breakout's minimal action set: NOOP, FIRE, RIGHT, LEFT
+
+
+def test_the_classic_protocol_is_one_flag_with_no_sticky_actions_and_40m_frames():
+    config = resolve_config({"env": BREAKOUT, "protocol": "classic"})
+    assert config.repeat_action_probability == 0.0
+    assert config.max_steps * 4 == 40_000_000  # the budget of rl-zoo's Atari table
+    assert config.clip_rewards  # for learning; what is reported stays the game's score
+    assert config_to_argv(config) == ["--env=ALE/Breakout-v5", "--protocol=classic"]
+    # Given, the flag wins over the protocol's default.
+    assert resolve_config({"env": BREAKOUT, "protocol": "classic",
+                           "repeat_action_probability": 0.25}).repeat_action_probability == 0.25
+    with pytest.raises(ValueError, match="--protocol classic is for ALE/ env ids"):
+        resolve_config({"env": "CartPole-v1", "protocol": "classic"})
+
+
+def test_a_game_without_a_known_target_trains_to_its_budget():
+    for protocol in ("ale-v5", "classic"):
+        config = resolve_config({"env": BREAKOUT, "protocol": protocol})
+        assert resolve_run(config).target_return == float("inf")
+    assert resolve_run(resolve_config({"env": "ALE/Pong-v5"})).target_return == 18.0
+
+
+def test_a_lost_life_ends_the_learning_episode_and_fire_follows_it_until_game_over():
+    config = resolve_config({"env": BREAKOUT, "protocol": "classic"})
+    batch = EnvBatch(BREAKOUT, 2, seed=3, **env_options(config))
+    rng = np.random.default_rng(0)
+    score = np.zeros(2)
+    lives_lost = [0, 0]
+    games: list[tuple[int, float, int]] = []
+    fire_next = np.zeros(2, bool)
+    try:
+        for _ in range(20_000):
+            # Never FIRE of its own: the ball is launched only by the protocol's FIRE.
+            step = batch.step(rng.choice([0, 2, 3], size=2).astype(np.int32))
+            assert np.array_equal(step.action == FIRE, fire_next)  # executed, and recorded
+            score += step.reward
+            for i in range(2):
+                if step.episode_length[i]:  # the game is over
+                    assert step.terminated[i] or step.truncated[i]
+                    games.append((lives_lost[i], float(step.episode_return[i]), i))
+                    assert step.episode_return[i] == score[i]  # the whole game's score
+                    score[i], lives_lost[i] = 0.0, 0
+                elif step.terminated[i]:  # a lost life: the game goes on
+                    lives_lost[i] += 1
+                    assert step.episode_return[i] == 0.0
+            fire_next = step.terminated & (step.episode_length == 0)
+            if len(games) >= 2:
+                break
+    finally:
+        batch.close()
+    # Breakout's 5 lives: 4 lost with the game going on, the 5th ends it; the ball was
+    # launched each time (random paddles score now and then).
+    assert [lost for lost, _, _ in games] == [4, 4]
+    assert sum(score for _, score, _ in games) > 0
+
+
+def test_one_env_of_the_classic_protocol_fires_after_reset_and_after_a_lost_life():
+    env = make_env(BREAKOUT, **env_options(resolve_config({"env": BREAKOUT,
+                                                           "protocol": "classic"})))
+    try:
+        env.reset(seed=0)
+        lives, total, done = env.unwrapped.ale.lives(), 0.0, False
+        while not done:  # only NOOP from the agent: the wrapper's FIRE launches every ball
+            _, reward, terminated, truncated, _ = env.step(0)
+            total += reward
+            done = terminated or truncated
+            lives = min(lives, env.unwrapped.ale.lives())
+        assert lives == 0 and not truncated  # every ball was launched and lost: a whole game
+    finally:
+        env.close()
+
+
+def test_evaluation_plays_whole_atari_games_as_one_batch(tmp_path):
+    logdir = tmp_path / "run"
+    untrained_run(logdir, env=BREAKOUT, protocol="classic", conv_filters=(4, 4))
+    played = subprocess.run(
+        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes",
+         "3", "--sample"], capture_output=True, text=True, cwd=REPO, env=child_env(),
+        timeout=600)
+    assert played.returncode == 0, played.stderr[-2000:]
+    lines = played.stdout.strip().splitlines()
+    assert sorted(line.split(":")[0] for line in lines[:-1]) == [
+        "game 1/3", "game 2/3", "game 3/3"]
+    summary = json.loads(lines[-1])
+    assert summary["episodes"] == 3 and len(summary["returns"]) == 3
+    assert all(frames % 4 == 0 and frames > 0 for frames in summary["frames"])
+    assert summary["std_return"] >= 0
+    assert played.stderr == ""  # a successful evaluate prints only its own lines
+
+

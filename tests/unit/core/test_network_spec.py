@@ -1,0 +1,66 @@
+"""a3c_graph.core.network_spec: the variables a network has, as the launcher's estimate and the
+checkpoint check read them without TensorFlow, are those of the network model.py builds.
+
+Observations of odd shapes ([C, H, W] all different, an [H, W] image, a stride that does not
+divide the sides), so a channel, height or width taken for another shows; each network's
+forward pass runs on them, so a shape the spec got wrong cannot pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from a3c_graph.core.config import resolve_config
+from a3c_graph.core.model import build_network
+from a3c_graph.core.network_spec import network_variables, parameter_count
+from tests.support.hand_made import name_in_scope, zero_state
+
+tf1 = tf.compat.v1
+IMAGE = (3, 7, 5)  # C, H, W
+NETWORKS = {  # (config flags, observation shape, actions)
+    "mlp": ({"hidden_sizes": (6, 5)}, (4,), 2),
+    "mlp of an image": ({"policy": "mlp", "hidden_sizes": (6,)}, IMAGE, 3),
+    "cnn": ({"conv_filters": (4, 6), "conv_stride": (2,), "hidden_sizes": (5,)}, IMAGE, 3),
+    "cnn of one channel": ({"conv_filters": (2,), "conv_stride": (3,), "hidden_sizes": (3,)},
+                           (7, 5), 4),
+    "lstm, mlp torso": ({"policy": "lstm", "lstm_size": 7, "hidden_sizes": (6,)}, (4,), 2),
+    "lstm, cnn torso": ({"policy": "lstm", "lstm_size": 5, "conv_filters": (4,),
+                         "conv_stride": (2,), "hidden_sizes": (6,)}, IMAGE, 3),
+}
+
+
+@pytest.mark.parametrize("case", NETWORKS)
+def test_the_spec_is_the_variables_of_the_network_model_builds(case):
+    flags, obs_shape, num_actions = NETWORKS[case]
+    config = resolve_config(flags)
+    N = 3
+    with tf.Graph().as_default():
+        network = build_network(obs_shape, num_actions, config, "global")
+        built = [(name_in_scope(v), tuple(v.shape.as_list())) for v in network.variables]
+        observations = tf.constant(np.random.default_rng(0).random((N, *obs_shape)), tf.float32)
+        if network.recurrent:
+            logits, values, _ = network.step(observations, zero_state(network, N))
+        else:
+            logits, values = network(observations)
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            logits, values = session.run([logits, values])
+    assert built == network_variables(config, obs_shape, num_actions)
+    assert (logits.shape, values.shape) == ((N, num_actions), (N,))
+
+
+def test_the_cnns_variables_worked_out_by_hand():
+    """[3, 7, 5] images, 3x3 convolutions of 4 then 6 filters at stride 2 (7 x 5 -> 4 x 3 ->
+    2 x 2), a dense layer of 5, 3 actions."""
+    flags, obs_shape, num_actions = NETWORKS["cnn"]
+    assert network_variables(resolve_config(flags), obs_shape, num_actions) == [
+        ("torso/conv0/kernel", (3, 3, 3, 4)), ("torso/conv0/biases", (4,)),
+        ("torso/conv1/kernel", (3, 3, 4, 6)), ("torso/conv1/biases", (6,)),
+        ("torso/fc0/weights", (2 * 2 * 6, 5)), ("torso/fc0/biases", (5,)),
+        ("policy/weights", (5, 3)), ("policy/biases", (3,)),
+        ("value/weights", (5, 1)), ("value/biases", (1,)),
+    ]
+    assert parameter_count(resolve_config(flags), obs_shape, num_actions) == (
+        108 + 4 + 216 + 6 + 24 * 5 + 5 + 5 * 3 + 3 + 5 + 1)
