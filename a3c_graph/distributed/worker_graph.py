@@ -121,25 +121,15 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
                                       local=True)
         queue = build_actors_and_queue(local_network, env_batches, config)
         rollout = queue.dequeue()
-    if not config.learn:
+    if not config.learn:  # the acting ceiling: each rollout counted, nothing learned
         return count_on_ps(globals_, local_network, rollout, queue, spec.task, worker_device)
     with tf1.device(worker_device):
         learner = build_learner(local_network, rollout, config)
     counters = exchange_with_ps(globals_, local_network, learner, spec.task, worker_device,
                                 config)
     with tf1.device(worker_device):
-        with tf.control_dependencies([learner.env_steps_seen.assign(counters.env_steps)]):
-            counters = Counters(*(tf.identity(value) for value in counters))
-        update = learner.update
-        fetches = TrainFetches(
-            counters=counters, loss=update.loss, grad_norm=update.grad_norm,
-            learning_rate=learner.learning_rate,
-            update_skipped=tf.logical_not(update.is_finite), queue_size=queue.size,
-            rollout_steps=tf.constant(learner.rollout_steps),
-            finished_returns=learner.finished_returns,
-            finished_lengths=learner.finished_lengths, **update.parts)
-        saver, local_init_op = build_sync(globals_, local_network,
-                                          learner.env_steps_seen)
+        fetches = train_fetches(learner, counters, queue)
+        saver, local_init_op = build_sync(globals_, local_network, learner.env_steps_seen)
     return WorkerGraph(fetches, globals_.network, saver, local_init_op)
 
 
@@ -278,6 +268,20 @@ def _refresh_local_copy(local_network, globals_: Globals, groups: dict[str, list
         counters = returned[globals_.stats.device][-len(Counters._fields):]
         with tf.control_dependencies([refresh_local]):
             return Counters(*(tf.identity(value) for value in counters))
+
+
+def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> TrainFetches:
+    """What a training step returns, once the counters it brought back are noted for the
+    next update's learning rate."""
+    with tf.control_dependencies([learner.env_steps_seen.assign(counters.env_steps)]):
+        counters = Counters(*(tf.identity(value) for value in counters))
+    update = learner.update
+    return TrainFetches(
+        counters=counters, loss=update.loss, grad_norm=update.grad_norm,
+        learning_rate=learner.learning_rate, update_skipped=tf.logical_not(update.is_finite),
+        queue_size=queue.size, rollout_steps=tf.constant(learner.rollout_steps),
+        finished_returns=learner.finished_returns, finished_lengths=learner.finished_lengths,
+        **update.parts)
 
 
 def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,

@@ -45,6 +45,8 @@ def run_worker(spec, run, args, stop, device) -> int:
     graph = tf.Graph()
     with graph.as_default():
         worker_graph, env_batches = _build_graph(spec, config, run.info, device)
+        if spec.is_chief:  # TensorBoard's graph view: the parts of worker_graph.py by name
+            progress.writer.add_graph(graph)
         # Under Slurm the ps ends once every worker has left its token (ps_release.py).
         tokens = ps_release.token_ops(spec.num_ps, spec.task) if releases_ps(args) else []
         scaffold = tf.compat.v1.train.Scaffold(saver=worker_graph.saver,

@@ -74,6 +74,11 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
         assert TENSORBOARD_TAGS <= tags, sorted(TENSORBOARD_TAGS - tags)
         returns = events.Scalars("episode/cluster_mean_return_100")
         assert returns and returns[-1].value > 22  # random play averages about 22
+    # The chief's graph, for TensorBoard's graph view, in the worker graph's named parts.
+    graph = EventAccumulator(str(logdir / "tb" / "worker_0"))
+    graph.Reload()
+    scopes = {node.name.split("/")[0] for node in graph.Graph().node}
+    assert {"global", "local", "actors", "learner", "to_ps", "from_ps", "refresh_local"} <= scopes
 
 
 @pytest.mark.e2e
