@@ -37,6 +37,7 @@ from a3c_graph.core.run_spec import RunSpec, resolve_run
 from a3c_graph.distributed import cluster as cluster_lib
 from a3c_graph.launcher import resources
 from a3c_graph.launcher.device_plan import DevicePlan, plan_devices
+from a3c_graph.launcher.options import LaunchOptions
 from a3c_graph.system import devices as devices_lib
 from a3c_graph.system import processes
 
@@ -104,8 +105,9 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     A dry run turns the checks of this machine's room (memory, threads, disk) into
     warnings: its commands may be meant for another machine."""
     run = _checked_run(args)
-    cluster, local_keys, source, tf_config = resolve_cluster(args, environ)
-    private_network = private_network_wanted(cluster, local_keys, source, args.allow_remote)
+    options = LaunchOptions.from_args(args)  # the launcher's own options, as the API's
+    cluster, local_keys, source, tf_config = resolve_cluster(options, environ)
+    private_network = private_network_wanted(cluster, local_keys, source, options.allow_remote)
     warnings: list[str] = []
     _room_check(args.dry_run, warnings, check_resources, run, cluster, local_keys, source)
     # Local mode picked free ports just now; a cluster file's ports must be checked, on the
@@ -116,7 +118,7 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
                 cluster_lib.check_port_free(cluster[job][index])
             except cluster_lib.ClusterError as error:
                 raise UsageError(f"{job} task {index}: {error}") from None
-    logdir = _run_logdir(args.logdir, run.config.env, source, local_keys, environ)
+    logdir = _run_logdir(options.logdir, run.config.env, source, local_keys, environ)
     check_logdir_writable(logdir)
     _room_check(args.dry_run, warnings, check_logdir_space, logdir, run)
     check_no_live_run(logdir)
@@ -124,23 +126,23 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     keys = sorted(local_keys, key=lambda key: (key[0] != "ps", key[1]))  # ps tasks first
     try:
         # One mechanism per child: CUDA_VISIBLE_DEVICES, set before its TF starts.
-        device_plan = plan_devices(keys, args.gpus, args.gpu_memory_fraction,
+        device_plan = plan_devices(keys, options.gpus, options.gpu_memory_fraction,
                                    devices_lib.detect_gpus(environ))
     except devices_lib.DeviceError as error:
         raise UsageError(str(error)) from None
     env_overrides = {"TF_CONFIG": tf_config} if tf_config is not None else {}
     tasks = tuple(
         TaskPlan(job=job, index=index, address=cluster[job][index],
-                 argv=tuple(task_argv(job, index, cluster, logdir, run.config, args.allow_remote,
+                 argv=tuple(task_argv(job, index, cluster, logdir, run.config, options.allow_remote,
                                       hosts_in_flags=tf_config is None)
                             + list(device_plan.for_task(job, index).flags)),
                  env_overrides={**env_overrides, **device_plan.for_task(job, index).env})
         for job, index in keys)
     return LaunchPlan(run=run, cluster=cluster, tasks=tasks, logdir=logdir,
-                      allow_remote=args.allow_remote, source=source,
-                      cluster_file=os.path.abspath(args.cluster) if args.cluster else None,
-                      tasks_flag=args.tasks, devices=device_plan,
-                      max_restarts=args.max_restarts, private_network=private_network,
+                      allow_remote=options.allow_remote, source=source,
+                      cluster_file=os.path.abspath(options.cluster) if options.cluster else None,
+                      tasks_flag=options.tasks, devices=device_plan,
+                      max_restarts=options.max_restarts, private_network=private_network,
                       dry_run_warnings=tuple(warnings))
 
 
@@ -195,9 +197,10 @@ def slurm_logdir(logdir: str | None, env_id: str, key: tuple[str, int],
     return os.path.join(base, f"{key[0]}_{key[1]}")
 
 
-def resolve_cluster(args: argparse.Namespace, environ: Mapping[str, str]
+def resolve_cluster(args: LaunchOptions, environ: Mapping[str, str]
                     ) -> tuple[dict, list[tuple[str, int]], str, str | None]:
-    """(cluster, the (job, index) tasks to start here, source, TF_CONFIG text or None)."""
+    """(cluster, the (job, index) tasks to start here, source, TF_CONFIG text or None) of
+    the launcher's options (or the parsed command line, which has the same names)."""
     tf_config = environ.get("TF_CONFIG") if not args.cluster else None
     try:
         cluster_lib.check_slurm_flags(args.cluster, {"--port": args.port})
