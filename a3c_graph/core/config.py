@@ -194,15 +194,15 @@ class A3CConfig:
 # What each preset changes from the dataclass defaults (which are the cartpole preset); why
 # each value, with the runs that chose it: docs/learning.md, "Why the presets are what they are".
 # cartpole: raw advantages and Adam epsilon 0.1 at lr 3e-3, annealed, keep a solved policy solved.
-# atari: A3C's Atari settings (Mnih et al. 2016; universe-starter-agent), adapted to 4 envs
+# atari: A3C's Atari settings (Mnih et al. 2016; universe-starter-agent), adapted to 8 envs
 # per update and to losses that are means, not sums.
 PRESETS: dict[str, dict[str, Any]] = {
     "cartpole": {},
     "atari": {
-        "envs_per_worker": 4,
+        "envs_per_worker": 8,
         "rollout_length": 20,
         "gae_lambda": 0.95,
-        "learning_rate": 4e-4,
+        "learning_rate": 5.7e-4,
         "normalize_advantages": False,
         "adam_epsilon": 1e-5,
         "hidden_sizes": (256,),

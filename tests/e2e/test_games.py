@@ -33,7 +33,7 @@ def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tm
     needs_atari()
     logdir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
-    # A few dozen rollouts: each worker's rollout is 20 steps of 4 envs (the atari preset).
+    # A few dozen rollouts: each worker's rollout is 20 steps of 8 envs (the atari preset).
     # Enough for a few seconds of training (about 450 steps/s here), so the run outlasts the
     # launcher's first progress line at 0:05 however quickly it starts.
     result = run_launcher("--env", PONG, "--workers", "2", "--max-steps", "2400",
@@ -44,9 +44,9 @@ def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tm
     assert summary["env"] == PONG and summary["workers"] == 2
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 2400, summary
     assert summary["target_return"] == 18.0
-    # Every rollout of 20 steps of 4 envs made one update (give or take the other worker's
+    # Every rollout of 20 steps of 8 envs made one update (give or take the other worker's
     # update, half applied when the last counters were read).
-    assert abs(summary["global_step"] * 20 * 4 - summary["env_steps"]) <= 20 * 4, summary
+    assert abs(summary["global_step"] * 20 * 8 - summary["env_steps"]) <= 20 * 8, summary
     # Steps/s counts the run's steps over its training time, which is at most the wall time
     # less the start-up (the wall time also holds the teardown).
     training_at_most = summary["wall_seconds"] - summary["startup_seconds"]
