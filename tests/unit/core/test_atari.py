@@ -159,7 +159,3 @@ def test_pong_picks_the_atari_preset_and_the_cnn():
     assert config.hidden_sizes == (256,) and config.target_return == 18.0
     assert resolve_policy(config.policy, env_info(PONG).obs_shape) == ("cnn", False)
     assert resolve_policy("lstm", env_info(PONG).obs_shape) == ("cnn", True)
-
-
-
-
