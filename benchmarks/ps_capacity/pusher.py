@@ -59,8 +59,9 @@ def build_update(tf, config, info, spec):
     """The learner's update of worker `spec.task` on random gradients: (the update op, the
     initializers to run once, the global network). The globals and the round trip are
     build_worker_graph's own (worker_graph.build_globals, worker_graph.exchange_with_ps)."""
+    from a3c_graph.core.learner import LearnerUpdate
     from a3c_graph.core.model import build_network
-    from a3c_graph.distributed.worker_graph import build_globals, exchange_with_ps
+    from a3c_graph.distributed.worker_graph import Learner, build_globals, exchange_with_ps
 
     tf1 = tf.compat.v1
     worker_device = f"/job:worker/task:{spec.task}/cpu:0"
@@ -72,12 +73,15 @@ def build_update(tf, config, info, spec):
                                   trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES],
                                   name="gradient").read_value()
                      for v in globals_.network.variables]
-        finished_returns = tf.zeros([0], tf.float32)  # no episode ends in these "rollouts"
-    update = exchange_with_ps(globals_, local_network, gradients,
-                              tf.constant(config.learning_rate), finished_returns,
-                              config.rollout_length * config.envs_per_worker, spec.task,
-                              worker_device, config)
-    update = tf.identity(update, name="update")
+        no_episode = tf.zeros([0], tf.float32)  # no episode ends in these "rollouts"
+        zero = tf.constant(0.0)
+        learner = Learner(LearnerUpdate(zero, zero, {}, tf.constant(True), gradients),
+                          tf.constant(config.learning_rate), no_episode,
+                          tf.zeros([0], tf.int32),
+                          config.rollout_length * config.envs_per_worker, None)
+    counters = exchange_with_ps(globals_, local_network, learner, spec.task, worker_device,
+                                config)
+    update = tf.group(*counters, name="update")
     initializers = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
     return update, initializers, globals_.network
 

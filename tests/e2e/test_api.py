@@ -141,7 +141,7 @@ BAD_TRAIN_INPUT = {
     "no workers": ({"workers": 0}, "--workers must be at least 1, got 0"),
     "gamma above 1": ({"gamma": 1.5}, "--gamma must be in [0, 1], got 1.5"),
     "a command-line-only flag": ({"dry_run": True},
-                                 "argument --dry-run: ignored explicit argument 'True'"),
+                                 "argument --dry-run: ignored explicit argument 'true'"),
 }
 
 

@@ -87,7 +87,7 @@ FAKE_WORKER = textwrap.dedent('''
         if mode == "gave_up":
             print("a3c_graph.worker: error: ps task 0 at 127.0.0.1:1 did not answer",
                   file=sys.stderr)
-            sys.exit(3)
+            sys.exit(69)
         if mode == "storage":  # what a failed graph write of TF's leaves, then exit 74
             open(os.path.join(args.logdir, "graph.pbtxt.tmp" + "5f" * 16), "w").close()
             print(f"a3c_graph.worker: error: worker 1 cannot write the log dir {args.logdir}: "

@@ -188,12 +188,12 @@ MUTATIONS = [
              "_episode_ended",
              "the step's reward recorded as the episode's return"),
     Mutation("acting-reset", "a3c_graph/core/rollout.py",
-             "return t + 1, next_obs, reset_state(after, done)", "return t + 1, next_obs, after",
+             "reset_state(after, _shaped(done, [B])))", "after)",
              "tests/unit/core/test_model.py::test_actor_carries_the_lstm_state_across_rollouts_and_zeroes"
              "_it_at_episode_ends",
              "the actor's LSTM state not zeroed at an episode end"),
     Mutation("carried-state", "a3c_graph/core/rollout.py",
-             "after_loop.append(carried.assign(final[2]))", "pass",
+             "([carried.assign(final[2])] if recurrent else [])", "[]",
              "tests/unit/core/test_model.py::test_actor_carries_the_lstm_state_across_rollouts_and_zeroes"
              "_it_at_episode_ends",
              "the LSTM state not carried to the next rollout"),

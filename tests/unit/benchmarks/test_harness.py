@@ -55,7 +55,7 @@ def test_ceiling_runs_follow_each_seed_and_only_they_act_without_learning(tmp_pa
         ("main", "graph", 6, 300), ("main", "tf2_mp", 6, 300),
         ("ceiling", "graph", 6, 30), ("ceiling", "tf2_mp", 6, 30), ("ceiling", "emulator", 6, 30)]
     commands = [one_run.variant_command(r, A3CConfig(), tmp_path) for r in runs[:5]]
-    assert ["--learn=False" in c for c in commands] == [False, False, True, True, True]
+    assert ["--learn=false" in c for c in commands] == [False, False, True, True, True]
     # The env alone gets the same env flags and as many processes as the runs have workers.
     assert commands[4][1:3] == ["-m", "benchmarks.variants.emulator"]
     assert commands[4][commands[4].index("--workers") + 1] == "2"

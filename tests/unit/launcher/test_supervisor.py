@@ -51,7 +51,7 @@ def test_a_ps_that_exits_at_all_has_crashed():
     assert decision.restart_in == RESTART_BACKOFF_SECS[0]
 
 
-@pytest.mark.parametrize("code, kind", [(2, TaskExit.USAGE), (3, TaskExit.GAVE_UP),
+@pytest.mark.parametrize("code, kind", [(2, TaskExit.USAGE), (69, TaskExit.GAVE_UP),
                                         (74, TaskExit.STORAGE)])
 @pytest.mark.parametrize("job", ["ps", "worker"])
 def test_bad_input_giving_up_and_a_log_dir_it_cannot_write_are_never_restarted(code, kind, job):
