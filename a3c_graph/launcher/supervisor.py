@@ -170,12 +170,15 @@ class Supervisor:
                 self._remember_descendants()
                 progress = read_progress(self.plan.logdir)
                 self._warn_about_stalls(progress)
-                self.report_progress(run_totals(progress))
+                self._report(run_totals(progress))
             time.sleep(POLL_SECS)
 
-    def report_progress(self, totals: Totals | None = None) -> None:
-        """One progress reading to on_progress: `totals`, or the progress files' now."""
-        totals = totals or run_totals(read_progress(self.plan.logdir))
+    def report_progress(self) -> None:
+        """One progress reading of the progress files as they are now, to on_progress."""
+        self._report(run_totals(read_progress(self.plan.logdir)))
+
+    def _report(self, totals: Totals | None) -> None:
+        """The reading `totals` (None before any worker reported) to on_progress."""
         self._note_training(totals)
         rate = steps_per_sec_between(self._last_totals, totals)
         self._last_totals = totals or self._last_totals
