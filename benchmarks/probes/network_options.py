@@ -37,6 +37,7 @@ import sys
 import time
 
 from a3c_graph.system import process_env
+from benchmarks.probes.traces import op_micros
 
 PROG = "benchmarks.probes.network_options"
 OPTIONS = {"oneDNN off": {"TF_ENABLE_ONEDNN_OPTS": "0"}, "float32": {}, "grappler bf16": {},
@@ -75,13 +76,8 @@ def time_passes(env_id: str, option: str, shape: dict, ops: bool = False) -> dic
             metadata = tf1.RunMetadata()
             session.run(op, options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
                         run_metadata=metadata)
-            for device in metadata.step_stats.dev_stats:
-                for node in device.node_stats:
-                    label = node.timeline_label
-                    kind = label.split("=")[-1].split("(")[0].strip() if "=" in label else \
-                        node.node_name
-                    micros = node.op_end_rel_micros - node.op_start_rel_micros
-                    by_type[kind] = by_type.get(kind, 0.0) + micros / 5 / N
+            for _device, kind, micros in op_micros(metadata):
+                by_type[kind] = by_type.get(kind, 0.0) + micros / 5 / N
         return dict(sorted(by_type.items(), key=lambda item: -item[1]))
 
     def per_observation(N: int, learn: bool, repeats: int) -> float:

@@ -30,6 +30,7 @@ from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import add_config_arguments, config_from_args
 from a3c_graph.core.run_spec import resolve_run
 from benchmarks import common
+from benchmarks.probes.traces import op_micros
 
 PROG = "benchmarks.probes.update_cost"
 
@@ -45,15 +46,9 @@ def traced_ops(session, fetches, feed_step, runs: int = 5) -> dict[str, float]:
         metadata = tf1.RunMetadata()
         session.run(fetches, options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
                     run_metadata=metadata)
-        for device in metadata.step_stats.dev_stats:
-            where = "ps" if "/job:ps" in device.device else "worker"
-            for node in device.node_stats:
-                label = node.timeline_label
-                kind = label.split("=")[-1].split("(")[0].strip() if "=" in label else \
-                    node.node_name
-                micros = node.op_end_rel_micros - node.op_start_rel_micros
-                key = f"{where} {kind}"
-                by_type[key] = by_type.get(key, 0.0) + micros / runs
+        for device, kind, micros in op_micros(metadata):
+            key = f"{'ps' if '/job:ps' in device else 'worker'} {kind}"
+            by_type[key] = by_type.get(key, 0.0) + micros / runs
     return dict(sorted(by_type.items(), key=lambda item: -item[1]))
 
 
