@@ -146,6 +146,19 @@ def run_launcher(*args, logdir: Path, timeout: float | None, cwd: Path = REPO,
                       cwd=cwd, env=environ)
 
 
+def evaluate_run(logdir: Path, episodes: int, *flags: str, timeout: float = 300) -> dict:
+    """`python -m a3c_graph.evaluate --logdir LOGDIR --episodes N FLAGS` as a user runs it
+    (run_to_end: nothing left running on any path); it must succeed and play `episodes`.
+    Returns its last line, the summary's JSON."""
+    result = run_to_end([sys.executable, "-m", "a3c_graph.evaluate", "--logdir", logdir,
+                         "--episodes", episodes, *flags], timeout=timeout, cwd=REPO,
+                        env=child_env())
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["episodes"] == episodes, summary
+    return summary
+
+
 @pytest.fixture
 def run_cleanup():
     """Register log dirs whose runs are stopped (stop_run) after the test, however it ends."""

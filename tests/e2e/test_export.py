@@ -11,7 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import REPO, child_env, untrained_run
+from conftest import REPO, child_env, evaluate_run, untrained_run
 
 IMAGE_BANDIT = "tests.support.image_env:ImageBandit-v0"
 
@@ -115,12 +115,8 @@ def test_the_cli_lists_the_signature_and_the_example_plays_as_evaluate_plays(tmp
                              str(out), "--episodes", "3", "--seed", "7"],
                             capture_output=True, text=True, env=child_env(), timeout=300)
     assert played.returncode == 0, played.stderr[-2000:]
-    evaluated = subprocess.run(
-        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "3",
-         "--seed", "7"], capture_output=True, text=True, cwd=REPO, env=child_env(), timeout=300)
-    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert (json.loads(played.stdout.strip().splitlines()[-1])["returns"]
-            == json.loads(evaluated.stdout.strip().splitlines()[-1])["returns"])
+            == evaluate_run(logdir, 3, "--seed", "7")["returns"])
 
 
 def test_bad_input_is_one_line_and_leaves_nothing_written(tmp_path):

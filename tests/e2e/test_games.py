@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, run_launcher
+from conftest import REPO, evaluate_run, run_launcher
 
 PONG = "ALE/Pong-v5"
 ATARI_BREAKOUT = "ALE/Breakout-v5"
@@ -32,7 +32,6 @@ def needs_minatar() -> None:
 def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tmp_path):
     needs_atari()
     logdir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     # A few dozen rollouts: each worker's rollout is 20 steps of 8 envs (the atari preset).
     # Enough for a few seconds of training (about 450 steps/s here), so the run outlasts the
     # launcher's first progress line at 0:05 however quickly it starts.
@@ -53,13 +52,7 @@ def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tm
     assert summary["env_steps_per_sec"] >= 0.95 * summary["env_steps"] / training_at_most, summary
     assert any(line.startswith("[") and "steps/s" in line for line in result.stdout.splitlines())
 
-    played = subprocess.run(
-        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "1",
-         "--gif", "2"],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-        env={**env, "PYTHONPATH": str(REPO)})
-    assert played.returncode == 0, played.stderr[-2000:]
-    assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 1
+    evaluate_run(logdir, 1, "--gif", "2")
     videos = list((logdir / "videos").glob("*.mp4"))
     assert len(videos) == 1 and videos[0].stat().st_size > 1000, videos
     # --gif: the first 2 s of that video (15 agent steps a second), 160 pixels wide.
@@ -106,7 +99,6 @@ def test_pong_on_the_a3c_protocol_reaches_18_and_its_final_checkpoint_wins(tmp_p
 def test_two_worker_breakout_run_through_the_launcher_then_evaluated(tmp_path):
     needs_minatar()
     logdir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     result = run_launcher("--env", MINATAR_BREAKOUT, "--workers", "2", "--max-steps", "20000",
                           "--max-seconds", "120", logdir=logdir, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -120,12 +112,7 @@ def test_two_worker_breakout_run_through_the_launcher_then_evaluated(tmp_path):
     # the other worker's update, half applied when the last counters were read).
     assert abs(summary["global_step"] * 20 * 8 - summary["env_steps"]) <= 20 * 8, summary
 
-    played = subprocess.run(
-        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir), "--episodes", "2"],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-        env={**env, "PYTHONPATH": str(REPO)})
-    assert played.returncode == 0, played.stderr[-2000:]
-    assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
+    evaluate_run(logdir, 2)
 
 
 @pytest.mark.e2e

@@ -25,21 +25,12 @@ import psutil
 import pytest
 from conftest import REPO
 
-from tests.support.launch_helpers import launcher_env, run_script
+from tests.support.launch_helpers import launcher_env, processes_mentioning, run_script
 
 ERROR_PREFIX = "launch_cluster: error: "
 COMMAND = re.compile(r"^\S*python\S* -m a3c_graph\.worker --job (?P<job>ps|worker) "
                      r"--task (?P<task>\d+) ")
 ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
-
-
-def processes_mentioning(path: Path) -> list[int]:
-    """Pids whose command line names `path` (read-only: to assert nothing was left running)."""
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if any(str(path) in part for part in proc.info["cmdline"] or []):
-            found.append(proc.info["pid"])
-    return found
 
 
 def assert_one_line_usage_error(result: subprocess.CompletedProcess) -> str:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO
+from conftest import evaluate_run
 
 from a3c_graph.progress import read_history
 from a3c_graph.system.processes import read_pid_files
-from tests.support.launch_helpers import assert_all_gone, last_json_line, launcher_env, run_script
+from tests.support.launch_helpers import assert_all_gone, last_json_line, run_script
 
 # --------------------------------------------------------------------------- end to end
 
@@ -55,12 +53,7 @@ def test_cartpole_is_solved_end_to_end(tmp_path, run_cleanup):
 
     # The trained agent plays from its checkpoint in a fresh graph, far better than random
     # (a random CartPole policy averages about 22).
-    played = subprocess.run([sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir),
-                             "--episodes", "3"], capture_output=True, text=True, timeout=120,
-                            cwd=REPO, env=launcher_env(PYTHONPATH=str(REPO)))
-    assert played.returncode == 0, played.stderr[-2000:]
-    evaluation = last_json_line(played.stdout)
-    assert evaluation["episodes"] == 3
+    evaluation = evaluate_run(logdir, 3, timeout=120)
     assert evaluation["checkpoint"].startswith(str(logdir))
     assert evaluation["mean_return"] > 100, evaluation
 

@@ -6,14 +6,11 @@ the LSTM policy."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import REPO, run_launcher
+from conftest import REPO, evaluate_run, run_launcher
 
 from tests.support import ground_truth
 from tests.support.bandit_env import PAYING_ARM
@@ -59,7 +56,6 @@ def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_pa
 @pytest.mark.e2e
 def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
     logdir = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
     result = run_launcher("--policy", "lstm", "--workers", "2", "--max-steps", "600",
                           "--rollout-length", "16", "--envs-per-worker", "4", logdir=logdir,
                           timeout=240, cwd=tmp_path)
@@ -76,13 +72,7 @@ def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
     reader = tf.train.load_checkpoint(str(logdir))
     assert np.abs(reader.get_tensor("global/lstm/kernel/Adam")).max() > 0
     # The checkpoint holds the LSTM, and evaluation rebuilds it from config.json.
-    played = subprocess.run(
-        [sys.executable, "-m", "a3c_graph.evaluate", "--logdir",
-         str(logdir), "--episodes", "2"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**env, "PYTHONPATH": str(REPO)})
-    assert played.returncode == 0, played.stderr[-2000:]
-    assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2
+    evaluate_run(logdir, 2, timeout=120)
 
 
 # The launcher on an image bandit (tests/support/image_env.py): which arm pays shows only in

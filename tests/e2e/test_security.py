@@ -38,6 +38,7 @@ from conftest import nsenter_command, stop_process_tree
 
 from a3c_graph.progress import read_progress, run_totals
 from a3c_graph.system.processes import read_pid_files
+from tests.support.launch_helpers import processes_mentioning
 from tests.unit.system.test_netns import needs_host_network, probe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,14 +73,6 @@ def interfaces(pid: int | str) -> list[str]:
     """The network interfaces process `pid` sees (its namespace's /proc/net/dev)."""
     lines = Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]
     return sorted(line.split(":")[0].strip() for line in lines)
-
-
-def processes_mentioning(path: Path) -> list[int]:
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if any(str(path) in part for part in proc.info["cmdline"] or []):
-            found.append(proc.info["pid"])
-    return found
 
 
 def without_cap_sys_admin() -> list[str]:

@@ -58,5 +58,14 @@ def assert_all_gone(pids: list[int]) -> None:
             pass
 
 
+def processes_mentioning(path: Path) -> list[int]:
+    """Pids whose command line names `path` (read-only: to assert nothing was left running)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if any(str(path) in part for part in proc.info["cmdline"] or []):
+            found.append(proc.info["pid"])
+    return found
+
+
 def last_json_line(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
