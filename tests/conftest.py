@@ -27,6 +27,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import portpicker
 import psutil
@@ -144,6 +145,31 @@ def run_launcher(*args, logdir: Path, timeout: float | None, cwd: Path = REPO,
     environ.update(env)
     return run_to_end([SCRIPT, *args, "--logdir", logdir], timeout=timeout, logdir=logdir,
                       cwd=cwd, env=environ)
+
+
+class FinishedRun(NamedTuple):
+    summary: dict  # the line the launcher printed last, which is summary.json
+    stdout: str
+    logdir: Path
+
+
+def train_to_end(tmp_path: Path, *flags: str, timeout: float = 300, **env: str) -> FinishedRun:
+    """scripts/launch_cluster.sh FLAGS run to its end in tmp_path (log dir tmp_path/run, through
+    run_launcher: nothing left running on any path). It must succeed, and its last line must be
+    the summary.json it left."""
+    logdir = tmp_path / "run"
+    result = run_launcher(*flags, logdir=logdir, timeout=timeout, cwd=tmp_path, **env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary == json.loads((logdir / "summary.json").read_text())
+    return FinishedRun(summary, result.stdout, logdir)
+
+
+def assert_one_update_per_rollout(summary: dict, rollout_length: int, envs: int) -> None:
+    """Every rollout of `rollout_length` steps of `envs` envs made one update (give or take the
+    other worker's update, half applied when the last counters were read)."""
+    samples = rollout_length * envs
+    assert abs(summary["global_step"] * samples - summary["env_steps"]) <= samples, summary
 
 
 def evaluate_run(logdir: Path, episodes: int, *flags: str, timeout: float = 300) -> dict:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, evaluate_run, run_launcher
+from conftest import REPO, assert_one_update_per_rollout, evaluate_run, train_to_end
 
 PONG = "ALE/Pong-v5"
 ATARI_BREAKOUT = "ALE/Breakout-v5"
@@ -31,26 +31,20 @@ def needs_minatar() -> None:
 @pytest.mark.e2e
 def test_two_worker_pong_run_through_the_launcher_then_evaluated_and_recorded(tmp_path):
     needs_atari()
-    logdir = tmp_path / "run"
     # A few dozen rollouts: each worker's rollout is 20 steps of 8 envs (the atari preset).
     # Enough for a few seconds of training (about 450 steps/s here), so the run outlasts the
     # launcher's first progress line at 0:05 however quickly it starts.
-    result = run_launcher("--env", PONG, "--workers", "2", "--max-steps", "2400",
-                          "--max-seconds", "90", logdir=logdir, timeout=300, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary == json.loads((logdir / "summary.json").read_text())
+    summary, stdout, logdir = train_to_end(tmp_path, "--env", PONG, "--workers", "2",
+                                           "--max-steps", "2400", "--max-seconds", "90")
     assert summary["env"] == PONG and summary["workers"] == 2
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 2400, summary
     assert summary["target_return"] == 18.0
-    # Every rollout of 20 steps of 8 envs made one update (give or take the other worker's
-    # update, half applied when the last counters were read).
-    assert abs(summary["global_step"] * 20 * 8 - summary["env_steps"]) <= 20 * 8, summary
+    assert_one_update_per_rollout(summary, 20, 8)  # the atari preset's rollout
     # Steps/s counts the run's steps over its training time, which is at most the wall time
     # less the start-up (the wall time also holds the teardown).
     training_at_most = summary["wall_seconds"] - summary["startup_seconds"]
     assert summary["env_steps_per_sec"] >= 0.95 * summary["env_steps"] / training_at_most, summary
-    assert any(line.startswith("[") and "steps/s" in line for line in result.stdout.splitlines())
+    assert any(line.startswith("[") and "steps/s" in line for line in stdout.splitlines())
 
     evaluate_run(logdir, 1, "--gif", "2")
     videos = list((logdir / "videos").glob("*.mp4"))
@@ -98,19 +92,13 @@ def test_pong_on_the_a3c_protocol_reaches_18_and_its_final_checkpoint_wins(tmp_p
 @pytest.mark.e2e
 def test_two_worker_breakout_run_through_the_launcher_then_evaluated(tmp_path):
     needs_minatar()
-    logdir = tmp_path / "run"
-    result = run_launcher("--env", MINATAR_BREAKOUT, "--workers", "2", "--max-steps", "20000",
-                          "--max-seconds", "120", logdir=logdir, timeout=300, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "target return none (runs to its budget)" in result.stdout
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary == json.loads((logdir / "summary.json").read_text())
+    summary, stdout, logdir = train_to_end(tmp_path, "--env", MINATAR_BREAKOUT, "--workers", "2",
+                                           "--max-steps", "20000", "--max-seconds", "120")
+    assert "target return none (runs to its budget)" in stdout
     assert summary["env"] == MINATAR_BREAKOUT and summary["target_return"] is None
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 20000, summary
     assert summary["solved"] is False
-    # Every rollout of the minatar preset (20 steps of 8 envs) made one update (give or take
-    # the other worker's update, half applied when the last counters were read).
-    assert abs(summary["global_step"] * 20 * 8 - summary["env_steps"]) <= 20 * 8, summary
+    assert_one_update_per_rollout(summary, 20, 8)  # the minatar preset's rollout
 
     evaluate_run(logdir, 2)
 
@@ -119,15 +107,11 @@ def test_two_worker_breakout_run_through_the_launcher_then_evaluated(tmp_path):
 def test_breakout_on_the_classic_protocol_trains_to_its_budget_through_the_launcher(tmp_path):
     """The launcher's command plus the protocol: no target asked for, none refused."""
     needs_atari()
-    logdir = tmp_path / "run"
-    result = run_launcher(
-        "--env", ATARI_BREAKOUT, "--protocol", "classic", "--workers", "1",
+    summary, stdout, logdir = train_to_end(
+        tmp_path, "--env", ATARI_BREAKOUT, "--protocol", "classic", "--workers", "1",
         "--envs-per-worker", "2", "--rollout-length", "8", "--max-steps", "800",
-        "--progress-secs", "1", "--conv-filters", "4,4", "--hidden-sizes", "8", logdir=logdir,
-        timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "target return none (runs to its budget)" in result.stdout
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+        "--progress-secs", "1", "--conv-filters", "4,4", "--hidden-sizes", "8")
+    assert "target return none (runs to its budget)" in stdout
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 800
     config = json.loads((logdir / "config.json").read_text())
     assert config["protocol"] == "classic" and config["repeat_action_probability"] == 0.0

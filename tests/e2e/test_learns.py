@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import REPO, evaluate_run, run_launcher
+from conftest import REPO, assert_one_update_per_rollout, evaluate_run, train_to_end
 
 from tests.support import ground_truth
 from tests.support.bandit_env import PAYING_ARM
@@ -33,12 +33,8 @@ BANDIT_FLAGS = ["--env", "tests.support.bandit_env:Bandit-v0", "--workers", "1",
 
 @pytest.mark.e2e
 def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_path):
-    logdir = tmp_path / "run"
     # The env's module is this repository's tests/ package: importable as a user's own would be.
-    result = run_launcher(*BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path,
-                          PYTHONPATH=str(REPO))
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary, _, logdir = train_to_end(tmp_path, *BANDIT_FLAGS, PYTHONPATH=str(REPO))
     assert summary["stop_reason"] == "max_steps", summary
     # A random policy gets 0.5 (+-0.05 over 100 episodes), the wrong arm 0.
     assert summary["mean_return_100"] >= 0.9, summary
@@ -55,19 +51,14 @@ def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_pa
 
 @pytest.mark.e2e
 def test_lstm_policy_trains_cartpole_through_the_real_launcher(tmp_path):
-    logdir = tmp_path / "run"
-    result = run_launcher("--policy", "lstm", "--workers", "2", "--max-steps", "600",
-                          "--rollout-length", "16", "--envs-per-worker", "4", logdir=logdir,
-                          timeout=240, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary, _, logdir = train_to_end(tmp_path, "--policy", "lstm", "--workers", "2",
+                                      "--max-steps", "600", "--rollout-length", "16",
+                                      "--envs-per-worker", "4", timeout=240)
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 600, summary
-    # Every rollout of 16 steps of 4 envs made one update (give or take the other worker's
-    # update, half applied when the last counters were read)...
-    assert abs(summary["global_step"] * 16 * 4 - summary["env_steps"]) <= 16 * 4, summary
+    assert_one_update_per_rollout(summary, 16, 4)
     config = json.loads((logdir / "config.json").read_text())
     assert config["policy"] == "lstm"
-    # ...whose gradients reached the LSTM through the replay of the rollout: Adam's moments
+    # Each update's gradients reached the LSTM through the replay of the rollout: Adam's moments
     # of its kernel are not zero.
     reader = tf.train.load_checkpoint(str(logdir))
     assert np.abs(reader.get_tensor("global/lstm/kernel/Adam")).max() > 0
@@ -90,12 +81,8 @@ IMAGE_BANDIT_FLAGS = [
 def test_the_launcher_learns_which_arm_pays_from_uint8_images(tmp_path):
     from tests.support import image_env
 
-    logdir = tmp_path / "run"
     # The env's module is this repository's tests/ package: importable as a user's own would be.
-    result = run_launcher(*IMAGE_BANDIT_FLAGS, logdir=logdir, timeout=300, cwd=tmp_path,
-                          PYTHONPATH=str(REPO))
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary, _, logdir = train_to_end(tmp_path, *IMAGE_BANDIT_FLAGS, PYTHONPATH=str(REPO))
     assert summary["stop_reason"] == "solved" and summary["mean_return_100"] >= 0.9, summary
 
     # The saved network, run by the NumPy forward pass (pixels scaled to [0, 1], channels

@@ -5,7 +5,8 @@ training CartPole on it under scancel, the time limit, requeue and a task killed
 Needs root (apt-get installs Slurm when missing; namespaces; Slurm's daemons): skipped in
 one line otherwise. The cluster is started once for the module and stopped at its end, and
 the stop must leave no daemon, namespace or file. The jobs of the tests that are not slow
-run sleep, hostname or env; the ones that train are marked slow (minutes each):
+run sleep, hostname or env; marked slow are the ones that train (minutes each) and the
+requeue of a sleeping job, which waits out Slurm's hold of a requeued job (about 30 s):
 
     .venv/bin/pytest tests/e2e/test_slurm_cluster.py -m slow
 """
@@ -242,6 +243,7 @@ def test_scancel_sends_every_task_sigterm(cluster, tmp_path):
     assert cluster.wait_for_state(job, {"CANCELLED", "COMPLETED", "FAILED"}, 60) == "CANCELLED"
 
 
+@pytest.mark.slow
 def test_a_requeued_job_runs_again(cluster, tmp_path):
     job = cluster.submit("--nodes=2", "--ntasks-per-node=1", "--requeue",
                          "--output=job-%j.out", "--wrap", sigterm_task(tmp_path), cwd=tmp_path)
