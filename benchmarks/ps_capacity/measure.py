@@ -17,7 +17,7 @@ on a host of its own, and measures the cluster under each link condition. Per ro
                    counters of each ps host's veth (/sys/class/net/DEV/statistics, read with
                    `ip -s`), so TCP/IP and HTTP/2 framing and ACKs are in; traffic between
                    two ps tasks counts on both links
-  RPCs/update      from the partition graphs TF runs an update as (ps_pusher.count_rpcs):
+  RPCs/update      from the partition graphs TF runs an update as (pusher.count_rpcs):
                    one RunGraph per ps task, and one RecvTensor per tensor or control edge
                    that crosses tasks, by where its data goes: to a ps, from a ps, between
                    ps tasks. Counted, not sampled: it is the same on every machine.

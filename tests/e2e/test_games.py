@@ -93,10 +93,10 @@ def test_pong_on_the_a3c_protocol_reaches_18_and_its_final_checkpoint_wins(tmp_p
 def test_two_worker_breakout_run_through_the_launcher_then_evaluated(tmp_path):
     needs_minatar()
     summary, stdout, logdir = train_to_end(tmp_path, "--env", MINATAR_BREAKOUT, "--workers", "2",
-                                           "--max-steps", "20000", "--max-seconds", "120")
+                                           "--max-steps", "8000", "--max-seconds", "120")
     assert "target return none (runs to its budget)" in stdout
     assert summary["env"] == MINATAR_BREAKOUT and summary["target_return"] is None
-    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 20000, summary
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 8000, summary
     assert summary["solved"] is False
     assert_one_update_per_rollout(summary, 20, 8)  # the minatar preset's rollout
 

@@ -74,11 +74,13 @@ class Watched:
         for name in our_namespaces() - self.namespaces_before:
             self.suffixes.add(name.split("-")[1])
 
-    def until(self, done, timeout: float) -> None:
+    def until(self, done, timeout: float) -> bool:
+        """Watch until done() or the harness ends or `timeout`; whether done() came true."""
         deadline = time.monotonic() + timeout
         while not done() and self.process.poll() is None and time.monotonic() < deadline:
             self.watch()
             time.sleep(0.2)
+        return bool(done())
 
     def finish(self, timeout: float) -> tuple[str, str]:
         self.until(lambda: False, timeout)
@@ -123,6 +125,7 @@ def watched(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # four configurations (about 25 s); the SIGINT run below covers a real run
 def test_a_short_run_writes_the_table_and_leaves_nothing_behind(watched):
     needs_root_and_iproute2()
     run = watched([*SMALL, "--ps", "1,2", "--rtt-ms", "0,1", "--gbit", "10"])
@@ -146,8 +149,10 @@ def test_sigint_midway_stops_every_process_and_deletes_every_namespace(watched):
     needs_root_and_iproute2()
     run = watched([*SMALL, "--ps", "2", "--rtt-ms", "0,1,10", "--seconds", "30"])
     # Midway: the hosts are up and the tasks started (a ps task and a pusher, at least).
-    run.until(lambda: run.suffixes and any("ps_pusher" in command(p) for p in run.seen.values()),
-              timeout=120)
+    pusher = "benchmarks.ps_capacity.pusher"
+    started = run.until(lambda: run.suffixes and any(pusher in command(p)
+                                                     for p in run.seen.values()), timeout=120)
+    assert started, "no pusher started within 120 s"
     assert run.process.poll() is None, run.process.communicate()
     time.sleep(1.0)
     run.watch()
