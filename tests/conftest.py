@@ -147,6 +147,11 @@ def run_launcher(*args, logdir: Path, timeout: float | None, cwd: Path = REPO,
                       cwd=cwd, env=environ)
 
 
+def last_json_line(stdout: str) -> dict:
+    """The JSON object a command printed as its last line (its summary)."""
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
 class FinishedRun(NamedTuple):
     summary: dict  # the line the launcher printed last, which is summary.json
     stdout: str
@@ -160,7 +165,7 @@ def train_to_end(tmp_path: Path, *flags: str, timeout: float = 300, **env: str) 
     logdir = tmp_path / "run"
     result = run_launcher(*flags, logdir=logdir, timeout=timeout, cwd=tmp_path, **env)
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = last_json_line(result.stdout)
     assert summary == json.loads((logdir / "summary.json").read_text())
     return FinishedRun(summary, result.stdout, logdir)
 
@@ -180,7 +185,7 @@ def evaluate_run(logdir: Path, episodes: int, *flags: str, timeout: float = 300)
                          "--episodes", episodes, *flags], timeout=timeout, cwd=REPO,
                         env=child_env())
     assert result.returncode == 0, result.stderr[-2000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = last_json_line(result.stdout)
     assert summary["episodes"] == episodes, summary
     return summary
 

@@ -11,7 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from conftest import REPO, child_env, evaluate_run, untrained_run
+from conftest import REPO, child_env, evaluate_run, last_json_line, untrained_run
 
 IMAGE_BANDIT = "tests.support.image_env:ImageBandit-v0"
 
@@ -115,7 +115,7 @@ def test_the_cli_lists_the_signature_and_the_example_plays_as_evaluate_plays(tmp
                              str(out), "--episodes", "3", "--seed", "7"],
                             capture_output=True, text=True, env=child_env(), timeout=300)
     assert played.returncode == 0, played.stderr[-2000:]
-    assert (json.loads(played.stdout.strip().splitlines()[-1])["returns"]
+    assert (last_json_line(played.stdout)["returns"]
             == evaluate_run(logdir, 3, "--seed", "7")["returns"])
 
 

@@ -14,11 +14,11 @@ import math
 import re
 
 import pytest
-from conftest import evaluate_run
+from conftest import evaluate_run, last_json_line
 
 from a3c_graph.progress import read_history
 from a3c_graph.system.processes import read_pid_files
-from tests.support.launch_helpers import assert_all_gone, last_json_line, run_script
+from tests.support.launch_helpers import assert_all_gone, run_script
 
 # --------------------------------------------------------------------------- end to end
 

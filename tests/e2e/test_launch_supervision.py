@@ -28,12 +28,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import REPO, alive
+from conftest import REPO, alive, last_json_line
 
 from a3c_graph.launcher.supervisor import PROGRESS_LINE_SECS
 from tests.support.launch_helpers import (
     assert_all_gone,
-    last_json_line,
     launcher_env,
     stop_launcher,
 )

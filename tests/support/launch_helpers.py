@@ -6,7 +6,6 @@ summary as the last line of stdout.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -66,6 +65,3 @@ def processes_mentioning(path: Path) -> list[int]:
             found.append(proc.info["pid"])
     return found
 
-
-def last_json_line(stdout: str) -> dict:
-    return json.loads(stdout.strip().splitlines()[-1])

@@ -19,9 +19,8 @@ for folder in map(Path, sys.argv[2:]):
     data = json.loads((folder / "results.json").read_text())
     first = first or data
     for record in data["records"]:
-        for key in ("logdir",):
-            if record.get(key):
-                record[key] = os.path.relpath(folder / record[key], out)
+        if record.get("logdir"):
+            record["logdir"] = os.path.relpath(folder / record["logdir"], out)
         records.append(record)
 task = TASKS[records[0]["task"]]
 settings = {**first["settings"], "seeds": len(records),
