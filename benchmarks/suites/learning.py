@@ -82,7 +82,9 @@ def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path) 
     what is left of its time budget."""
     spec = RunSpec("graph", seed, workers, config.max_seconds, phase=task.name)
     logdir = out / "runs" / spec.name
+    earlier_wall = 0.0  # the wall seconds of the pieces before this one
     if logdir.exists():
+        earlier_wall = resume.wall_seconds(logdir)
         left = max(1.0, config.max_seconds - resume.trained_seconds(logdir))
         config = dataclasses.replace(config, max_seconds=left)
         spec = dataclasses.replace(spec, max_seconds=left)
@@ -97,6 +99,8 @@ def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path) 
                                             out))
         raise
     record.update(_learning_fields(record, task, config, launched, frame_skip, out))
+    # A resumed run's wall time is all its pieces', as its minutes to target are.
+    record["wall_s"] = round(record["wall_s"] + earlier_wall, 1)
     if task.evaluation_games and record["exit_code"] == 0:
         record["evaluation"] = evaluate_final_checkpoint(
             out / record["logdir"], task.evaluation_games, out / "evaluations")
@@ -105,7 +109,8 @@ def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path) 
 
 def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path) -> dict[str, dict]:
     """The run's latest checkpoint played for `games` games, greedy and sampled: each mode's
-    summary line of a3c_graph.evaluate (mean_return, min_return, max_return, checkpoint), or
+    summary line of a3c_graph.evaluate (the returns' mean, spread and each game's return and
+    frames, the checkpoint), or
     {"error": its last line on stderr}. The printouts go to <folder>/<run>-<mode>.txt."""
     folder.mkdir(parents=True, exist_ok=True)
     env = child_env()
@@ -122,8 +127,9 @@ def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path) -> dict[st
             played[mode] = {"error": lines[-1]}
             continue
         summary = json.loads(result.stdout.strip().splitlines()[-1])
-        played[mode] = {key: summary[key] for key in ("mean_return", "min_return",
-                                                      "max_return", "episodes")}
+        played[mode] = {key: summary[key] for key in (
+            "mean_return", "min_return", "max_return", "std_return", "episodes", "returns",
+            "frames") if key in summary}
         played[mode].update(checkpoint=Path(summary["checkpoint"]).name,
                             printout=_relative(printout, folder.parent))
     return played

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from a3c_graph.cli import UsageError
+import bisect
+
 from a3c_graph.progress import read_history, read_launches, run_clock, write_atomic
 
 SUITE_FILE = "suite.json"
@@ -57,3 +59,16 @@ def trained_seconds(logdir: Path) -> float:
     history = read_history(logdir)
     clock = run_clock(history, read_launches(logdir), first_startup=False)
     return clock[-1] if clock else 0.0
+
+
+def wall_seconds(logdir: Path) -> float:
+    """Wall seconds the pieces run so far in `logdir` took: each piece from its launch to its
+    last progress write (start-ups included, the pauses between pieces not)."""
+    launches = read_launches(logdir)
+    last_write: dict[int, float] = {}
+    for row in read_history(logdir):
+        t = float(row.get("time") or 0.0)
+        piece = bisect.bisect_right(launches, t) - 1
+        if piece >= 0:
+            last_write[piece] = max(last_write.get(piece, t), t)
+    return sum(max(0.0, t - launches[piece]) for piece, t in last_write.items())

@@ -82,3 +82,6 @@ def test_a_resumed_run_has_trained_the_sum_of_its_pieces(tmp_path):
         "".join(json.dumps({"task": 0, **row}) + "\n" for row in rows))
     (tmp_path / "launches.jsonl").write_text('{"launched": 100.0}\n{"launched": 1000.0}\n')
     assert resume.trained_seconds(tmp_path) == 50.0 + 30.0
+    # Its wall time, the table's "wall min": each piece from its launch (start-up included)
+    # to its last write, the pause between pieces left out.
+    assert resume.wall_seconds(tmp_path) == 60.0 + 50.0

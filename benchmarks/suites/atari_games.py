@@ -1,0 +1,196 @@
+"""The A3C paper's Atari games beside their anchors: one table and one figure from the learning
+suite's results of the atari-* tasks (benchmarks.learning --tasks atari-breakout, ...).
+
+    python -m benchmarks.atari_games OUT RESULTS_DIR [RESULTS_DIR ...]
+
+Each RESULTS_DIR is a learning suite's --out (a game per suite, or several); every record of
+an atari-* task in them is read, whichever folder holds it. Writes <OUT>/atari.md (per game:
+seeds, frames, minutes, the training curve's last 100 games, the final checkpoint's 30
+games sampled and greedy, and the anchors at 40M frames; then every run), <OUT>/atari.json
+(the same, for scripts) and <OUT>/atari.png (each game's curves against frames, the
+anchors as lines). Paths to each run's own results are relative to OUT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from a3c_graph.cli import UsageError, fail
+from a3c_graph.progress import write_atomic
+from benchmarks.harness.report import median
+from benchmarks.suites.learning_report import _fmt
+
+PROG = "benchmarks.atari_games"
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """Published scores at 40M frames (10M agent steps) of one game."""
+
+    game: str
+    a2c: float        # rl-baselines3-zoo benchmark.md, A2C, sampled actions
+    ppo: float        # the same table, PPO
+    a3c_paper: float  # Mnih et al. 2016, the 16-thread curves read at 40M frames (approx.)
+
+
+# rl-baselines3-zoo (NoFrameskip-v4 with its AtariWrapper, one run each, the final agent
+# evaluated with sampled actions); the A3C paper's figures read by eye at 40M frames.
+ANCHORS = {anchor.game: anchor for anchor in (
+    Anchors("atari-breakout", 280.0, 398.0, 150.0),
+    Anchors("atari-beamrider", 2890.0, 3397.0, 3000.0),
+    Anchors("atari-qbert", 3882.0, 15627.0, 1000.0),
+    Anchors("atari-spaceinvaders", 627.0, 960.0, 600.0),
+)}
+
+
+def read_records(folders: Sequence[Path], out: Path) -> list[dict]:
+    """The atari-* records of the suites' results.json in `folders`, in the order of ANCHORS,
+    each with its folder (relative to `out`) as "results"."""
+    records = []
+    for folder in folders:
+        path = folder / "results.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            found = [r for r in data["records"] if r.get("task") in ANCHORS]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise UsageError(f"{path} is missing or is not a learning suite's results.json"
+                             ) from None
+        for record in found:
+            record["results"] = os.path.relpath(folder, out)
+        records += found
+    if not records:
+        raise UsageError("no run of an atari-* task in " + ", ".join(map(str, folders)))
+    order = list(ANCHORS)
+    return sorted(records, key=lambda r: (order.index(r["task"]), r["seed"]))
+
+
+def _sampled(record: dict, key: str = "mean_return") -> float | None:
+    return (record.get("evaluation") or {}).get("sampled", {}).get(key)
+
+
+def _greedy(record: dict) -> float | None:
+    return (record.get("evaluation") or {}).get("greedy", {}).get("mean_return")
+
+
+def summarize(records: Sequence[dict]) -> dict[str, dict]:
+    """Per game: the medians over its seeds, how many reached the A2C score sampled, and the
+    anchors."""
+    games = {}
+    for game, anchor in ANCHORS.items():
+        runs = [r for r in records if r["task"] == game]
+        if not runs:
+            continue
+        sampled = [_sampled(r) for r in runs]
+        games[game] = {
+            "env": runs[0]["env"], "seeds": len(runs),
+            "median_frames": median([r["curve"]["frames"][-1] if r["curve"]["frames"]
+                                     else None for r in runs]),
+            "median_minutes": median([r["wall_s"] / 60 for r in runs]),
+            "median_last_100": median([r["final_mean_return_100"] for r in runs]),
+            "median_sampled": median(sampled), "median_greedy": median(map(_greedy, runs)),
+            "at_a2c_score": sum(s is not None and s >= anchor.a2c for s in sampled),
+            "a2c": anchor.a2c, "ppo": anchor.ppo, "a3c_paper": anchor.a3c_paper,
+        }
+    return games
+
+
+def _spread(record: dict) -> str:
+    played = (record.get("evaluation") or {}).get("sampled")
+    if not played or "mean_return" not in played:
+        return "-"
+    sd = f" ± {played['std_return']:.0f}" if "std_return" in played else ""
+    return (f"{played['mean_return']:.1f}{sd} ({played['min_return']:g} to "
+            f"{played['max_return']:g})")
+
+
+def markdown(games: dict[str, dict], records: Sequence[dict]) -> str:
+    lines = ["# The A3C paper's Atari games on two cores, at 40M frames", "",
+             "| game | seeds | frames | minutes | training: last 100 games | 30 games sampled "
+             "/ greedy | at A2C's score | rl-zoo A2C | rl-zoo PPO | A3C paper |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for row in games.values():
+        lines.append(f"| {row['env']} | {row['seeds']} | {_fmt(row['median_frames'])} | "
+                     f"{_fmt(row['median_minutes'], 0)} | {_fmt(row['median_last_100'])} | "
+                     f"{_fmt(row['median_sampled'])} / {_fmt(row['median_greedy'])} | "
+                     f"{row['at_a2c_score']}/{row['seeds']} | {row['a2c']:,.0f} | "
+                     f"{row['ppo']:,.0f} | ~{row['a3c_paper']:,.0f} |")
+    lines += ["", "Medians over a game's seeds. Scores are whole games (every life), raw "
+              "(rewards are clipped for learning only). The training column is the mean of "
+              "the last 100 games the workers played; the evaluation is the final checkpoint "
+              "in 30 games of `a3c_graph.evaluate` (up to 30 no-ops at the start, each cut at "
+              "108,000 frames), with sampled actions (as rl-zoo scores Atari) / greedy. "
+              "rl-zoo: rl-baselines3-zoo's benchmark.md at 40M frames; the A3C paper: its "
+              "16-thread curves read at 40M frames.", "",
+              "## Runs", "", "| game | seed | frames | minutes | agent steps/s | last 100 "
+              "games | best 100 | sampled: mean ± sd (lowest to highest) | greedy | exit | "
+              "results |", "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
+    for r in records:
+        frames = r["curve"]["frames"][-1] if r["curve"]["frames"] else None
+        lines.append(f"| {r['env']} | {r['seed']} | {_fmt(frames)} | {_fmt(r['wall_s'] / 60, 0)} "
+                     f"| {_fmt(r['steps_per_sec'], 0)} | {_fmt(r['final_mean_return_100'])} | "
+                     f"{_fmt(r['best_mean_return_100'])} | {_spread(r)} | "
+                     f"{_fmt(_greedy(r))} | {r['exit_code']} ({r.get('stop_reason')}) | "
+                     f"[{r['results']}]({r['results']}/results.md) |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(out: Path, records: Sequence[dict]) -> Path:
+    """atari.png: one panel per game, every seed's curve against frames, the anchors as
+    horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for ax, (game, anchor) in zip(axes.flat, ANCHORS.items()):
+        runs = [r for r in records if r["task"] == game and r["curve"]["frames"]]
+        for r in runs:
+            ax.plot([f / 1e6 for f in r["curve"]["frames"]], r["curve"]["mean_return"],
+                    linewidth=1.2, label=f"a3c_graph seed {r['seed']}")
+        for value, style, label in ((anchor.a2c, "--", "rl-zoo A2C"),
+                                    (anchor.ppo, ":", "rl-zoo PPO"),
+                                    (anchor.a3c_paper, "-.", "A3C paper")):
+            ax.axhline(value, color="gray", linestyle=style, linewidth=1, label=label)
+        ax.set_title(runs[0]["env"] if runs else game)
+        ax.set_xlim(0, 40)
+        ax.set_xlabel("frames (millions)")
+        ax.set_ylabel("mean score, last 100 games")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", fontsize="x-small")
+    fig.tight_layout()
+    path = out / "atari.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if len(argv) < 2 or any(a.startswith("-") for a in argv):
+            raise UsageError("usage: python -m benchmarks.atari_games OUT RESULTS_DIR "
+                             "[RESULTS_DIR ...]")
+        out = Path(argv[0])
+        records = read_records([Path(a) for a in argv[1:]], out)
+    except UsageError as error:
+        return fail(PROG, error)
+    out.mkdir(parents=True, exist_ok=True)
+    games = summarize(records)
+    text = markdown(games, records)
+    write_atomic(out / "atari.json", json.dumps({"games": games, "records": [
+        {key: r.get(key) for key in ("task", "env", "seed", "results", "wall_s",
+                                     "steps_per_sec", "final_mean_return_100",
+                                     "best_mean_return_100", "evaluation", "exit_code",
+                                     "stop_reason", "command")} for r in records]},
+        indent=2) + "\n")
+    write_atomic(out / "atari.md", text)
+    plot(out, records)
+    print(text, end="")
+    print(f"table and figure in {out}", flush=True)
+    return 0

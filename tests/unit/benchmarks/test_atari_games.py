@@ -1,0 +1,69 @@
+"""benchmarks.atari_games: the Atari games' table beside their anchors and its figure, from
+the learning suite's results, and its bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import colored_pixels
+
+from benchmarks.suites import atari_games
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _record(task, env, seed, sampled, last_100=100.0):
+    played = {"mean_return": sampled, "min_return": sampled - 50, "max_return": sampled + 50,
+              "std_return": 20.0, "episodes": 30}
+    return {"task": task, "env": env, "seed": seed, "wall_s": 5400.0,
+            "steps_per_sec": 1000.0, "exit_code": 0, "stop_reason": "max_steps",
+            "final_mean_return_100": last_100, "best_mean_return_100": last_100 + 5,
+            "curve": {"frames": [4_000_000, 40_000_000], "mean_return": [2.0, last_100]},
+            "evaluation": {"greedy": {**played, "mean_return": sampled / 2},
+                           "sampled": played}}
+
+
+def _suite(folder: Path, records) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"records": records}))
+    return folder
+
+
+def test_each_game_is_set_beside_its_anchors_with_the_seeds_at_a2c_s_score(tmp_path):
+    breakout = _suite(tmp_path / "breakout", [
+        _record("atari-breakout", "ALE/Breakout-v5", seed, score)
+        for seed, score in enumerate((300.0, 250.0, 290.0))])
+    others = _suite(tmp_path / "others", [
+        _record("atari-qbert", "ALE/Qbert-v5", 0, 4000.0),
+        _record("breakout", "MinAtar/Breakout-v1", 0, 20.0)])  # not an Atari game: left out
+    out = tmp_path / "table"
+    result = subprocess.run([sys.executable, "-m", "benchmarks.atari_games", str(out),
+                             str(breakout), str(others)], capture_output=True, text=True,
+                            cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    table = (out / "atari.md").read_text()
+    # Breakout: median sampled 290 of three seeds, two at or above A2C's 280.
+    assert ("| ALE/Breakout-v5 | 3 | 40.00M | 90 | 100.0 | 290.0 / 145.0 | 2/3 | 280 | 398 "
+            "| ~150 |") in table
+    assert "| ALE/Qbert-v5 | 1 | 40.00M | 90 | 100.0 | 4,000.0 / 2,000.0 | 1/1 | 3,882 |" in table
+    assert "MinAtar" not in table and "BeamRider" not in table
+    assert "| ALE/Breakout-v5 | 1 | 40.00M | 90 | 1,000 | 100.0 | 105.0 | 250.0 ± 20 (200 to " \
+           "300) | 125.0 | 0 (max_steps) | [../breakout](../breakout/results.md) |" in table
+    games = json.loads((out / "atari.json").read_text())["games"]
+    assert games["atari-breakout"]["median_sampled"] == 290.0
+    assert colored_pixels(out / "atari.png") > 100  # the curves are drawn
+
+
+def test_folders_without_atari_runs_are_one_line_exit_2(tmp_path):
+    minatar = _suite(tmp_path / "minatar", [_record("breakout", "MinAtar/Breakout-v1", 0, 1.0)])
+    for argv, message in (([str(tmp_path / "out"), str(minatar)], "no run of an atari-* task"),
+                          ([str(tmp_path / "out"), str(tmp_path / "nope")], "is missing"),
+                          ([str(tmp_path / "out")], "usage:")):
+        result = subprocess.run([sys.executable, "-m", "benchmarks.atari_games", *argv],
+                                capture_output=True, text=True, cwd=REPO, timeout=120)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr
+        assert not (tmp_path / "out").exists()
