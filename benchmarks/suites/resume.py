@@ -14,13 +14,12 @@ piece gets what is left of it.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from a3c_graph.cli import UsageError
-import bisect
-
 from a3c_graph.progress import read_history, read_launches, run_clock, write_atomic
 
 SUITE_FILE = "suite.json"

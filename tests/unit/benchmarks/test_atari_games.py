@@ -10,8 +10,6 @@ from pathlib import Path
 
 from conftest import colored_pixels
 
-from benchmarks.suites import atari_games
-
 REPO = Path(__file__).resolve().parents[3]
 
 
