@@ -295,7 +295,8 @@ class Transition(NamedTuple):
     final_obs: np.ndarray       # the true s_{t+1}: the last observation where done, else next_obs
     episode_return: np.ndarray  # float32, a whole game's return where it ended, else 0
     episode_length: np.ndarray  # int32, its length in agent steps where it ended, else 0
-    action: np.ndarray          # int32, what the env executed (FIRE after a lost life)
+    action: np.ndarray          # int32, what the env executed (FIRE after a lost life;
+                                # the rollout records the policy's action: rollout.py)
 
 
 def make_atari_vector_env(env_id: str, num_envs: int, **options) -> gym.vector.VectorEnv:

@@ -101,7 +101,12 @@ class RolloutRecorder:
         rows = self.buffers
         rows["obs"][t] = self.envs.observe()
         step = self.envs.step(actions)
-        rows["actions"][t] = step.action
+        # The policy's action, not the executed one: the FIRE the classic protocol forces
+        # after a lost life is the env's (the anchors' FireResetEnv hides that step from the
+        # agent). Whatever the policy chose there changed nothing, so its term of the policy
+        # gradient has mean zero; the forced FIRE's would push FIRE up or down by that step's
+        # advantage at every lost life (docs/environments.md).
+        rows["actions"][t] = actions
         rows["rewards"][t] = step.reward
         rows["terminated"][t] = step.terminated
         rows["truncated"][t] = step.truncated

@@ -21,6 +21,7 @@ pytest.importorskip("ale_py", reason="the atari extra is not installed: "
 
 from a3c_graph.core.config import config_to_argv, resolve_config  # noqa: E402
 from a3c_graph.core.envs import EnvBatch, env_options, make_env  # noqa: E402
+from a3c_graph.core.rollout import RolloutRecorder  # noqa: E402
 from a3c_graph.core.run_spec import resolve_run  # noqa: E402
 
 BREAKOUT = "ALE/Breakout-v5"
@@ -32,6 +33,8 @@ def test_the_classic_protocol_is_one_flag_with_no_sticky_actions_and_40m_frames(
     assert config.repeat_action_probability == 0.0
     assert config.max_steps * 4 == 40_000_000  # the budget of rl-zoo's Atari table
     assert config.clip_rewards  # for learning; what is reported stays the game's score
+    # The 84x84 network's dense layer has 13x Pong's inputs: a smaller Adam step than Pong's.
+    assert config.learning_rate == 2.5e-4 < resolve_config({"env": "ALE/Pong-v5"}).learning_rate
     assert config_to_argv(config) == ["--env=ALE/Breakout-v5", "--protocol=classic"]
     # Given, the flag wins over the protocol's default.
     assert resolve_config({"env": BREAKOUT, "protocol": "classic",
@@ -79,6 +82,24 @@ def test_a_lost_life_ends_the_learning_episode_and_fire_follows_it_until_game_ov
     # launched each time (random paddles score now and then).
     assert [lost for lost, _, _ in games] == [4, 4]
     assert sum(score for _, score, _ in games) > 0
+
+
+def test_the_learner_is_given_the_policy_s_action_where_the_protocol_forced_fire():
+    config = resolve_config({"env": BREAKOUT, "protocol": "classic"})
+    recorder = RolloutRecorder(EnvBatch(BREAKOUT, 2, seed=5, **env_options(config)), T=1)
+    forced = 0
+    try:
+        for _ in range(5_000):
+            chosen = np.array([3, 2], np.int32)  # LEFT, RIGHT: never FIRE
+            step = recorder.step(0, chosen)
+            # The env executed FIRE after a lost life; the rollout holds what was chosen.
+            assert np.array_equal(recorder.buffers["actions"][0], chosen)
+            forced += int((step.action == FIRE).sum())
+            if forced >= 2:
+                break
+    finally:
+        recorder.envs.close()
+    assert forced >= 2
 
 
 def test_one_env_of_the_classic_protocol_fires_after_reset_and_after_a_lost_life():
