@@ -96,11 +96,10 @@ def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path) 
         record = run_one(spec, config, out)
     except RunInterrupted as stop:
         stop.record.update(_learning_fields(stop.record, task, config, launched, frame_skip,
-                                            out))
+                                            out, earlier_wall))
         raise
-    record.update(_learning_fields(record, task, config, launched, frame_skip, out))
-    # A resumed run's wall time is all its pieces', as its minutes to target are.
-    record["wall_s"] = round(record["wall_s"] + earlier_wall, 1)
+    record.update(_learning_fields(record, task, config, launched, frame_skip, out,
+                                   earlier_wall))
     if task.evaluation_games and record["exit_code"] == 0:
         record["evaluation"] = evaluate_final_checkpoint(
             out / record["logdir"], task.evaluation_games, out / "evaluations")
@@ -136,7 +135,7 @@ def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path) -> dict[st
 
 
 def _learning_fields(record: dict, task: Task, config: A3CConfig, launched: float,
-                     frame_skip: int, out: Path) -> dict[str, Any]:
+                     frame_skip: int, out: Path, earlier_wall: float) -> dict[str, Any]:
     logdir = Path(record["logdir"])
     # The launches the launcher recorded (a resumed run has several), else this one.
     curve = Curve.from_history(read_history(logdir), read_launches(logdir) or [launched],
@@ -148,6 +147,8 @@ def _learning_fields(record: dict, task: Task, config: A3CConfig, launched: floa
         "logdir": _relative(logdir, out), "log": _relative(Path(record["log"]), out),
         "command": record["command"].replace(str(out) + "/", "").replace(str(REPO) + "/", ""),
         "return_curve": None,  # the harness's 0.5-s samples; the curve above replaces them
+        # A resumed run's wall time is all its pieces', as its minutes to target are.
+        "wall_s": round(record["wall_s"] + earlier_wall, 1),
     }
 
 
