@@ -23,7 +23,7 @@ from pathlib import Path
 from a3c_graph.cli import UsageError, fail
 from a3c_graph.progress import write_atomic
 from benchmarks.harness.report import median
-from benchmarks.suites.learning_report import _evaluated, _fmt
+from benchmarks.suites.learning_report import _fmt, evaluated, last_frame
 
 PROG = "benchmarks.atari_games"
 
@@ -77,15 +77,14 @@ def summarize(records: Sequence[dict]) -> dict[str, dict]:
         runs = [r for r in records if r["task"] == game]
         if not runs:
             continue
-        sampled = [_evaluated(r, "sampled") for r in runs]
+        sampled = [evaluated(r, "sampled") for r in runs]
         games[game] = {
             "env": runs[0]["env"], "seeds": len(runs),
-            "median_frames": median([r["curve"]["frames"][-1] if r["curve"]["frames"]
-                                     else None for r in runs]),
+            "median_frames": median([last_frame(r) for r in runs]),
             "median_minutes": median([r["wall_s"] / 60 for r in runs]),
             "median_last_100": median([r["final_mean_return_100"] for r in runs]),
             "median_sampled": median(sampled),
-            "median_greedy": median([_evaluated(r, "greedy") for r in runs]),
+            "median_greedy": median([evaluated(r, "greedy") for r in runs]),
             "at_a2c_score": sum(s is not None and s >= anchor.a2c for s in sampled),
             "a2c": anchor.a2c, "ppo": anchor.ppo, "a3c_paper": anchor.a3c_paper,
         }
@@ -123,11 +122,11 @@ def markdown(games: dict[str, dict], records: Sequence[dict]) -> str:
               "games | best 100 | sampled: mean ± sd (lowest to highest) | greedy | exit | "
               "results |", "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
     for r in records:
-        frames = r["curve"]["frames"][-1] if r["curve"]["frames"] else None
-        lines.append(f"| {r['env']} | {r['seed']} | {_fmt(frames)} | {_fmt(r['wall_s'] / 60, 0)} "
-                     f"| {_fmt(r['steps_per_sec'], 0)} | {_fmt(r['final_mean_return_100'])} | "
+        lines.append(f"| {r['env']} | {r['seed']} | {_fmt(last_frame(r))} | "
+                     f"{_fmt(r['wall_s'] / 60, 0)} | {_fmt(r['steps_per_sec'], 0)} | "
+                     f"{_fmt(r['final_mean_return_100'])} | "
                      f"{_fmt(r['best_mean_return_100'])} | {_spread(r)} | "
-                     f"{_fmt(_evaluated(r, 'greedy'))} | "
+                     f"{_fmt(evaluated(r, 'greedy'))} | "
                      f"{r['exit_code']} ({r.get('stop_reason')}) | "
                      f"[{r['results']}]({r['results']}/results.md) |")
     return "\n".join(lines) + "\n"

@@ -28,8 +28,7 @@ def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]
             "median_frames_to_target": median([r["frames_to_target"] for r in reached]),
             "median_minutes_to_target": median([r["seconds_to_target"] / 60 for r in reached]),
             "median_final_return": median([r["final_mean_return_100"] for r in runs]),
-            "median_frames": median([r["curve"]["frames"][-1] if r["curve"]["frames"] else None
-                                      for r in runs]),
+            "median_frames": median([last_frame(r) for r in runs]),
             "median_wall_minutes": median([r["wall_s"] / 60 for r in runs]),
         }
         if task.floor is not None:
@@ -37,12 +36,18 @@ def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]
         if task.evaluation_games:
             for mode in ("greedy", "sampled"):
                 row[f"median_{mode}_evaluation"] = median(
-                    [_evaluated(r, mode) for r in runs])
+                    [evaluated(r, mode) for r in runs])
         summary[task.name] = row
     return summary
 
 
-def _evaluated(record: dict, mode: str) -> float | None:
+def last_frame(record: dict) -> int | None:
+    """The frame count of the run's last curve point (None if it has none)."""
+    frames = record["curve"]["frames"]
+    return frames[-1] if frames else None
+
+
+def evaluated(record: dict, mode: str) -> float | None:
     """The mean return of the run's final checkpoint played `mode` (None if not played)."""
     return (record.get("evaluation") or {}).get(mode, {}).get("mean_return")
 
@@ -104,10 +109,9 @@ def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
               "greedy / sampled |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in records:
         minutes = None if r["seconds_to_target"] is None else r["seconds_to_target"] / 60
-        frames = r["curve"]["frames"][-1] if r["curve"]["frames"] else None
         lines.append(f"| {r['task']} | {r['seed']} | {'yes' if r['reached'] else 'no'} | "
                      f"{_fmt(r['frames_to_target'])} | {_fmt(minutes)} | "
-                     f"{_fmt(r['final_mean_return_100'])} | {_fmt(frames)} | "
+                     f"{_fmt(r['final_mean_return_100'])} | {_fmt(last_frame(r))} | "
                      f"{_fmt(r['steps_per_sec'], 0)} | {_fmt(r['wall_s'] / 60)} | "
                      f"{_evaluation_cell(r)} |")
     games = {played["episodes"] for r in records for played in (r.get("evaluation") or {}).values()
