@@ -183,8 +183,8 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     Variables follow from the env (observation shape, number of actions; ALE's
     --full-action-space changes the actions, --screen-size and --frame-stack the shape) and
     from the flags network_spec.network_settings names (the policy after `auto` is
-    resolved); nothing else (learning rate, rollout length, envs per worker, ...) changes a
-    variable's name or shape. `obs_shape` is the env's (both configs must name the same env
+    resolved), and --optimizer names the slots saved beside them; nothing else (learning
+    rate, rollout length, envs per worker, ...) changes a variable's name or shape. `obs_shape` is the env's (both configs must name the same env
     for the rest to be compared).
     """
     if there.env != here.env:
@@ -206,6 +206,8 @@ def network_differences(there: A3CConfig, here: A3CConfig,
             values = [s[name] for s in settings]
             if str(values[0]) != str(values[1]):
                 differences.append((name.replace("_", "-"), *map(_sizes, values)))
+    if there.optimizer != here.optimizer:  # its slots are variables of the checkpoint
+        differences.append(("optimizer", there.optimizer, here.optimizer))
     return differences
 
 
@@ -244,8 +246,9 @@ def check_logdir_config(logdir: str, config: A3CConfig, obs_shape: Sequence[int]
     differences = network_differences(there, config, obs_shape)
     if differences:
         flag, before, now = differences[0]
+        what = "another optimizer" if flag == "optimizer" else "a different network"
         raise CheckpointError(
-            f"log dir {logdir} holds checkpoints of a different network (--{flag} {before} "
+            f"log dir {logdir} holds checkpoints of {what} (--{flag} {before} "
             f"there, {now} here); use a new --logdir, or --{flag} {before.split(' ')[0]} to "
             "go on with that run")
 

@@ -34,6 +34,7 @@ POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
 # report Atari scores on (no sticky actions, a lost life ends the episode for learning, FIRE
 # after a reset and after a lost life).
 PROTOCOL_CHOICES = ("ale-v5", "classic")
+OPTIMIZER_CHOICES = ("adam", "rmsprop")
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -86,6 +87,13 @@ class A3CConfig:
         0.1, "Adam epsilon. Large (as the A3C paper's RMSProp epsilon of 0.1) with raw "
         "advantages, a step shrinks with the gradient once there is little left to learn; "
         "a tiny epsilon would scale gradients of noise up to full-size steps.")
+    optimizer: str = _f(
+        "adam", "How the ps tasks apply the gradients: adam, or rmsprop (the A3C paper's shared "
+        "RMSProp and rl-baselines3-zoo's A2C: decay 0.99, no momentum, the mean square "
+        "started at 1 and --rmsprop-epsilon inside its square root, as TF's RMSProp).",
+        choices=OPTIMIZER_CHOICES)
+    rmsprop_epsilon: float = _f(1e-5, "RMSProp epsilon with --optimizer rmsprop "
+                                "(rl-baselines3-zoo's A2C: 1e-5).")
     entropy_coef: float = _f(0.01, "Weight of the entropy bonus.")
     value_coef: float = _f(0.5, "Weight of the value loss.")
     grad_clip_norm: float = _f(40.0, "Gradients are clipped to this global norm before applying.")
@@ -154,6 +162,9 @@ class A3CConfig:
         if self.protocol != "ale-v5" and not is_atari(self.env):
             raise ValueError(f"--protocol {self.protocol} is for ALE/ env ids, got "
                              f"--env {self.env}")
+        if self.optimizer not in OPTIMIZER_CHOICES:
+            raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZER_CHOICES)}, "
+                             f"got {self.optimizer!r}")
         if self.policy not in POLICY_CHOICES:
             raise ValueError(f"--policy must be one of {', '.join(POLICY_CHOICES)}, "
                              f"got {self.policy!r}")
@@ -161,7 +172,7 @@ class A3CConfig:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{_flag(name)} must be in [0, 1], got {getattr(self, name)}")
         for name in ("learning_rate", "grad_clip_norm", "max_seconds", "checkpoint_secs",
-                     "progress_secs", "connect_timeout", "adam_epsilon"):
+                     "progress_secs", "connect_timeout", "adam_epsilon", "rmsprop_epsilon"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"--{_flag(name)} must be a positive number, got {value}")

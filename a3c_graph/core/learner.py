@@ -81,3 +81,18 @@ def learning_rate_now(config: A3CConfig, is_finite, env_steps_seen):
     if config.anneal_learning_rate:
         learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)
     return learning_rate
+
+
+def build_optimizer(config: A3CConfig, learning_rate, name: str | None = None):
+    """The tf.compat.v1 optimizer --optimizer names, at `learning_rate` (a float or a scalar
+    tensor), the one rule the graph's ps tasks and the TF2 variants apply. Adam with
+    --adam-epsilon; or RMSProp as the A3C paper's and rl-baselines3-zoo's A2C (decay 0.99, no
+    momentum, the mean square started at 1 and --rmsprop-epsilon inside its square root: TF's
+    RMSProp, which rl-zoo's RMSpropTFLike copies). `name` prefixes the slots ("Adam" or
+    "RMSProp" when None)."""
+    if config.optimizer == "rmsprop":
+        return tf.compat.v1.train.RMSPropOptimizer(
+            learning_rate, decay=0.99, momentum=0.0, epsilon=config.rmsprop_epsilon,
+            name=name or "RMSProp")
+    return tf.compat.v1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon,
+                                            name=name or "Adam")

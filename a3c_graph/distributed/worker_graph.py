@@ -43,7 +43,7 @@ import tensorflow as tf
 
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
-from a3c_graph.core.learner import LearnerUpdate, learner_update, learning_rate_now
+from a3c_graph.core.learner import LearnerUpdate, build_optimizer, learner_update, learning_rate_now
 from a3c_graph.core.model import assign_op, build_network
 from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended, sample_actions
 from a3c_graph.core.stats import Counters, EpisodeStats
@@ -236,7 +236,7 @@ def exchange_with_ps(globals_: Globals, local_network, learner: Learner, task: i
             applied = apply_to_globals(
                 arrived[:len(indices)], [variables[i] for i in indices], arrived[len(indices)],
                 config, global_step=globals_.global_step if is_stats_ps else None,
-                name="Adam" if is_stats_ps else f"Adam_ps{tf1.DeviceSpec.from_string(device).task}")
+                ps_task=None if is_stats_ps else tf1.DeviceSpec.from_string(device).task)
             if is_stats_ps:
                 with tf.control_dependencies([applied]):
                     applied = stats.record(task, arrived[-1], learner.rollout_steps)
@@ -285,12 +285,16 @@ def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> 
 
 
 def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,
-                     global_step=None, name: str = "Adam"):
-    """Adam's update of `variables` by `gradients` (one per variable) at `learning_rate`,
-    where the variables live. Each ps task gets an optimizer of its own (see
-    exchange_with_ps), so its beta powers sit beside its variables."""
-    optimizer = tf1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon, name=name)
-    return optimizer.apply_gradients(zip(gradients, variables), global_step=global_step)
+                     global_step=None, ps_task: int | None = None):
+    """The update of --optimizer (core/learner.build_optimizer) of `variables` by
+    `gradients` (one per variable) at `learning_rate`, where the variables live. Each ps
+    task gets an optimizer of its own (see exchange_with_ps), so Adam's beta powers sit
+    beside its variables; the first ps task's slots are named plainly ("Adam"), the
+    others' after their task ("Adam_ps1"), the names every checkpoint holds."""
+    kind = "RMSProp" if config.optimizer == "rmsprop" else "Adam"
+    name = kind if ps_task is None else f"{kind}_ps{ps_task}"
+    return build_optimizer(config, learning_rate, name).apply_gradients(
+        zip(gradients, variables), global_step=global_step)
 
 
 def build_sync(globals_: Globals, local_network, env_steps_seen):

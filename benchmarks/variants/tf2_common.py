@@ -38,7 +38,7 @@ import tensorflow as tf
 from a3c_graph.core import model as graph_model
 from a3c_graph.core.config import A3CConfig, resolve_policy
 from a3c_graph.core.envs import EnvInfo, env_info, env_options
-from a3c_graph.core.learner import learner_loss
+from a3c_graph.core.learner import build_optimizer, learner_loss
 from a3c_graph.core.rollout import (
     RolloutField,
     RolloutRecorder,
@@ -251,11 +251,12 @@ class Reply:
 
 
 class ParameterHolder:
-    """The network every worker trains, the shared Adam optimizer that updates it, and the
+    """The network every worker trains, the shared optimizer that updates it, and the
     run's counters (benchmarks.variants.tf2_run.RunStats) that say when each worker stops.
 
-    The optimizer is tf.compat.v1.train.AdamOptimizer, the one the graph variant's ps runs
-    (it works eagerly and inside tf.function), so both apply the very same update rule.
+    The optimizer is the tf.compat.v1 one the graph variant's ps runs (core/learner's
+    build_optimizer: it works eagerly and inside tf.function), so both apply the very same
+    update rule.
     One tf.function call applies a flat gradient and returns the flat weights after the
     update: one message each way per update, as the graph's transfer.moved.
     """
@@ -271,9 +272,8 @@ class ParameterHolder:
             self.weights = FlatWeights(self.model.variables)
             # A variable, so the traced update reads the annealed rate of each step.
             self.learning_rate = tf.Variable(config.learning_rate, trainable=False)
-            self.optimizer = tf1.train.AdamOptimizer(self.learning_rate,
-                                                     epsilon=config.adam_epsilon)
-            # Adam's slots are created on the first (only) trace, which tf.function allows.
+            self.optimizer = build_optimizer(config, self.learning_rate)
+            # The optimizer's slots are created on the first (only) trace, which tf.function allows.
             self._apply = tf.function(self._apply_and_read, input_signature=[
                 self.weights.spec, tf.TensorSpec([], tf.float32)])
             self._apply.get_concrete_function()  # traced in start-up

@@ -117,6 +117,7 @@ TF2_HONOURED = frozenset({
     "screen_size",
     "frame_stack", "envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
     "gamma", "gae_lambda", "learning_rate", "anneal_learning_rate", "adam_epsilon",
+    "optimizer", "rmsprop_epsilon",
     "entropy_coef", "value_coef", "grad_clip_norm", "policy", "hidden_sizes", "conv_filters",
     "conv_kernel", "conv_stride", "normalize_advantages", "clip_rewards", "max_steps",
     "max_seconds",

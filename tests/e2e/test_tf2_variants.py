@@ -365,6 +365,20 @@ def test_the_parameter_holder_returns_the_weights_after_each_update():
     np.testing.assert_array_equal(holder.weights.read().numpy(), reply.weights)
 
 
+def test_the_parameter_holder_applies_rmsprop_when_asked():
+    """--optimizer rmsprop in the TF2 variants: TF's RMSProp first step, lr g / sqrt(0.99 +
+    0.01 g^2 + eps), where Adam's would move each weight by about the learning rate."""
+    from benchmarks.variants import tf2_common
+
+    info, config = _cartpole_info_and_config()
+    config = dataclasses.replace(config, optimizer="rmsprop")
+    holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
+    before = holder.initial().weights
+    reply = holder.update(tf2_common.RolloutResult(0, np.full_like(before, 3.0), 256, [], None))
+    want = config.learning_rate * 3.0 / np.sqrt(0.99 + 0.09 + config.rmsprop_epsilon)
+    np.testing.assert_allclose(before - reply.weights, want, rtol=1e-4)
+
+
 def _cartpole_info_and_config():
     from a3c_graph.core.envs import env_info
 

@@ -199,6 +199,7 @@ NETWORKS = {  # (there, here, the flag named, or None when they build the same v
     "lstm size of an mlp": (A3CConfig(), A3CConfig(lstm_size=32), None),
     "env": (A3CConfig(), A3CConfig(env="Acrobot-v1"), "env"),
     "full action space off ALE": (A3CConfig(), A3CConfig(full_action_space=True), None),
+    "optimizer": (A3CConfig(), A3CConfig(optimizer="rmsprop"), "optimizer"),
 }
 
 
@@ -231,6 +232,15 @@ def test_a_logdir_of_other_hidden_sizes_is_refused_in_one_sentence(tmp_path):
         f"log dir {tmp_path} holds checkpoints of a different network (--hidden-sizes 64,64 "
         "there, 32 here); use a new --logdir, or --hidden-sizes 64,64 to go on with that run")
     checkpoints.check_logdir_config(str(tmp_path), A3CConfig(learning_rate=0.1), (4,))
+
+
+def test_a_logdir_of_another_optimizer_is_refused_in_one_sentence(tmp_path):
+    write_run(tmp_path)
+    with pytest.raises(CheckpointError) as caught:
+        checkpoints.check_logdir_config(str(tmp_path), A3CConfig(optimizer="rmsprop"), (4,))
+    assert str(caught.value) == (
+        f"log dir {tmp_path} holds checkpoints of another optimizer (--optimizer adam there, "
+        "rmsprop here); use a new --logdir, or --optimizer adam to go on with that run")
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"hidden_sizes": "abc"}',

@@ -210,7 +210,8 @@ def test_config_to_argv_of_a_pong_run_needs_only_the_env():
     assert config_to_argv(parse(["--env", "ALE/Pong-v5"])) == ["--env=ALE/Pong-v5"]
 
 
-@pytest.mark.parametrize("argv", [["--preset", "mujoco"], ["--policy", "transformer"]])
+@pytest.mark.parametrize("argv", [["--preset", "mujoco"], ["--policy", "transformer"],
+                                  ["--optimizer", "sgd"]])
 def test_unknown_preset_or_policy_is_rejected_by_the_parser(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         parse(argv)
@@ -221,6 +222,8 @@ def test_unknown_preset_or_policy_is_rejected_by_the_parser(argv, capsys):
 @pytest.mark.parametrize("field_name, bad_value, message", [
     ("preset", "mujoco", "--preset must be one of auto, cartpole, atari"),
     ("policy", "gru", "--policy must be one of auto, mlp, cnn, lstm"),
+    ("optimizer", "sgd", "--optimizer must be one of adam, rmsprop, got 'sgd'"),
+    ("rmsprop_epsilon", 0.0, "--rmsprop-epsilon must be a positive number, got 0.0"),
     ("lstm_size", 0, "--lstm-size must be at least 1"),
     ("repeat_action_probability", 1.5, "--repeat-action-probability must be in [0, 1]"),
 ])
