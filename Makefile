@@ -20,8 +20,12 @@ train: $(STAMP)
 
 ## Lint, then the test suite (long runs marked slow are left out; make test-all runs them),
 ## in a random order: replay one with PYTEST_ARGS=--random-order-seed=N (the seed it printed).
+## Two processes share the files (pytest-xdist): most tests wait on subprocesses, and a
+## file's tests stay together, so a module's fixture (a Slurm cluster, a trained run) is made
+## once. PARALLEL= runs them in this one process.
+PARALLEL ?= -n 2 --dist loadfile
 test: $(STAMP) lint
-	$(VENV)/bin/pytest -m "not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
 
 test-all: $(STAMP) lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

@@ -28,8 +28,10 @@ setup(
         # pyyaml: tests/unit/launcher/test_kubernetes.py reads deploy/kubernetes/tfjob.yaml.
         # pytest-random-order: the suite runs in a random order (pyproject.toml's addopts).
         # import-linter: `make lint` fails on an import against the layers (pyproject.toml).
+        # pytest-xdist: `make test` runs the suite's files on two processes (Makefile).
         "dev": ["pytest==9.2.0", "pytest-timeout==2.4.0", "pytest-random-order==1.2.0",
-                "ruff==0.17.6", "matplotlib==3.11.2", "pyyaml==6.0.3", "import-linter==2.16"],
+                "pytest-xdist==3.8.0", "ruff==0.17.6", "matplotlib==3.11.2", "pyyaml==6.0.3",
+                "import-linter==2.16"],
     },
     entry_points={
         "console_scripts": [
