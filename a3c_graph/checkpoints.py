@@ -184,8 +184,9 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     --full-action-space changes the actions, --screen-size and --frame-stack the shape) and
     from the flags network_spec.network_settings names (the policy after `auto` is
     resolved), and --optimizer names the slots saved beside them; nothing else (learning
-    rate, rollout length, envs per worker, ...) changes a variable's name or shape. `obs_shape` is the env's (both configs must name the same env
-    for the rest to be compared).
+    rate, rollout length, envs per worker, ...) changes a variable's name or shape.
+    `obs_shape` is the env's (both configs must name the same env for the rest to be
+    compared).
     """
     if there.env != here.env:
         return [("env", there.env, here.env)]
