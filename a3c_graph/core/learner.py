@@ -83,16 +83,16 @@ def learning_rate_now(config: A3CConfig, is_finite, env_steps_seen):
     return learning_rate
 
 
-def build_optimizer(config: A3CConfig, learning_rate, name: str | None = None):
+def build_optimizer(config: A3CConfig, learning_rate, suffix: str = ""):
     """The tf.compat.v1 optimizer --optimizer names, at `learning_rate` (a float or a scalar
     tensor), the one rule the graph's ps tasks and the TF2 variants apply. Adam with
     --adam-epsilon; or RMSProp as the A3C paper's and rl-baselines3-zoo's A2C (decay 0.99, no
     momentum, the mean square started at 1 and --rmsprop-epsilon inside its square root: TF's
-    RMSProp, which rl-zoo's RMSpropTFLike copies). `name` prefixes the slots ("Adam" or
-    "RMSProp" when None)."""
+    RMSProp, which rl-zoo's RMSpropTFLike copies). Its slots are named "Adam" or "RMSProp"
+    and `suffix` ("_ps1")."""
     if config.optimizer == "rmsprop":
         return tf.compat.v1.train.RMSPropOptimizer(
             learning_rate, decay=0.99, momentum=0.0, epsilon=config.rmsprop_epsilon,
-            name=name or "RMSProp")
+            name="RMSProp" + suffix)
     return tf.compat.v1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon,
-                                            name=name or "Adam")
+                                            name="Adam" + suffix)

@@ -291,9 +291,8 @@ def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,
     task gets an optimizer of its own (see exchange_with_ps), so Adam's beta powers sit
     beside its variables; the first ps task's slots are named plainly ("Adam"), the
     others' after their task ("Adam_ps1"), the names every checkpoint holds."""
-    kind = "RMSProp" if config.optimizer == "rmsprop" else "Adam"
-    name = kind if ps_task is None else f"{kind}_ps{ps_task}"
-    return build_optimizer(config, learning_rate, name).apply_gradients(
+    suffix = "" if ps_task is None else f"_ps{ps_task}"
+    return build_optimizer(config, learning_rate, suffix).apply_gradients(
         zip(gradients, variables), global_step=global_step)
 
 

@@ -47,8 +47,6 @@ from a3c_graph.core.rollout import (
 )
 from benchmarks.variants.tf2_run import RunStats
 
-tf1 = tf.compat.v1
-
 # The rollout fields learner_loss reads.
 LEARNER_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_obs")
 
