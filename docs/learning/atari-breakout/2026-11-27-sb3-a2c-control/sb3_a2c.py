@@ -97,8 +97,8 @@ def main() -> None:
         model.learn(total_timesteps=remaining, callback=progress, reset_num_timesteps=False)
     except KeyboardInterrupt:
         print("interrupted; saving", flush=True)
-    finally:
-        progress.save()
+    # Saved at the end and on SIGTERM; an error leaves the last 5-minute save in place.
+    progress.save()
 
 
 if __name__ == "__main__":
