@@ -184,7 +184,8 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     --full-action-space changes the actions, --screen-size and --frame-stack the shape) and
     from the flags network_spec.network_settings names (the policy after `auto` is
     resolved), and --optimizer names the slots saved beside them; nothing else (learning
-    rate, rollout length, envs per worker, ...) changes a variable's name or shape.
+    rate, rollout length, envs per worker, ...) changes a variable's name or shape. A cnn
+    torso's --activation is listed too: the same variables, learned for another function.
     `obs_shape` is the env's (both configs must name the same env for the rest to be
     compared).
     """
@@ -202,11 +203,15 @@ def network_differences(there: A3CConfig, here: A3CConfig,
         shown = [c.policy if c.policy == kind else f"{c.policy} ({kind})"
                  for c, kind in zip((there, here), kinds)]
         differences.append(("policy", *shown))
-    for name in ("hidden_sizes", "conv_filters", "conv_kernel", "conv_stride", "lstm_size"):
+    for name in ("hidden_sizes", "conv_filters", "conv_kernel", "conv_stride", "conv_padding",
+                 "lstm_size"):
         if name in settings[0] and name in settings[1]:  # a setting both networks have
             values = [s[name] for s in settings]
             if str(values[0]) != str(values[1]):
                 differences.append((name.replace("_", "-"), *map(_sizes, values)))
+    if "conv_filters" in settings[0] and there.activation != here.activation:
+        # Not a variable's shape, but the weights were learned for the other function.
+        differences.append(("activation", there.activation, here.activation))
     if there.optimizer != here.optimizer:  # its slots are variables of the checkpoint
         differences.append(("optimizer", there.optimizer, here.optimizer))
     return differences
@@ -219,8 +224,8 @@ def _network_settings(config: A3CConfig, obs_shape: Sequence[int]) -> dict[str, 
         return {"policy": config.policy, "hidden_sizes": tuple(config.hidden_sizes)}
 
 
-def _sizes(sizes: Sequence[int] | int) -> str:
-    return str(sizes) if isinstance(sizes, int) else ",".join(str(s) for s in sizes)
+def _sizes(sizes: Sequence[int] | int | str) -> str:
+    return str(sizes) if isinstance(sizes, int | str) else ",".join(str(s) for s in sizes)
 
 
 def check_logdir_config(logdir: str, config: A3CConfig, obs_shape: Sequence[int]) -> None:

@@ -35,6 +35,8 @@ POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
 # after a reset and after a lost life).
 PROTOCOL_CHOICES = ("ale-v5", "classic")
 OPTIMIZER_CHOICES = ("adam", "rmsprop")
+CONV_PADDING_CHOICES = ("same", "valid")
+ACTIVATION_CHOICES = ("elu", "relu")
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -108,6 +110,15 @@ class A3CConfig:
                             "per layer, or one for every layer.", parse=int)
     conv_stride: tuple = _f((2,), "Stride of the cnn torso's convolutions: one number per "
                             "layer, or one for every layer.", parse=int)
+    conv_padding: str = _f(
+        "same", "Padding of the cnn torso's convolutions: same (universe-starter-agent's: a "
+        "side shrinks to ceil(side / stride)) or valid (the Nature DQN network's, which "
+        "rl-baselines3-zoo and cleanrl use: no border, (side - kernel) // stride + 1).",
+        choices=CONV_PADDING_CHOICES)
+    activation: str = _f(
+        "elu", "Activation of the cnn torso, its convolutions and dense layers: elu "
+        "(universe-starter-agent's) or relu (the Nature DQN network's).",
+        choices=ACTIVATION_CHOICES)
     lstm_size: int = _f(64, "Units of the LSTM of --policy lstm.")
     normalize_advantages: bool = _f(
         False, "Normalize advantages per rollout batch (scales noise up to a full-size "
@@ -165,6 +176,11 @@ class A3CConfig:
         if self.optimizer not in OPTIMIZER_CHOICES:
             raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZER_CHOICES)}, "
                              f"got {self.optimizer!r}")
+        for name, choices in (("conv_padding", CONV_PADDING_CHOICES),
+                              ("activation", ACTIVATION_CHOICES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"--{_flag(name)} must be one of {', '.join(choices)}, "
+                                 f"got {getattr(self, name)!r}")
         if self.policy not in POLICY_CHOICES:
             raise ValueError(f"--policy must be one of {', '.join(POLICY_CHOICES)}, "
                              f"got {self.policy!r}")

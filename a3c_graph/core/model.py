@@ -6,10 +6,10 @@ N refers to any batch of observations (the rollout's T * B, or B envs stepped to
 
 Three networks, picked by build_network from --policy and the observation shape:
   ActorCriticMLP   vector observations: separate tanh policy and value towers
-  ActorCriticCNN   images: convolutions with ELU (--conv-filters, --conv-kernel,
-                   --conv-stride: four 3x3 of 32 filters at stride 2 for Atari at 42x42, the
-                   A3C paper's 8x8/4 and 4x4/2 at 84x84 on the classic protocol, one 3x3 of
-                   16 at stride 1 for MinAtar),
+  ActorCriticCNN   images: convolutions with ELU or ReLU (--conv-filters, --conv-kernel,
+                   --conv-stride, --conv-padding, --activation: four 3x3 of 32 filters at
+                   stride 2 for Atari at 42x42, the A3C paper's 8x8/4 and 4x4/2 at 84x84 on
+                   the classic protocol, one 3x3 of 16 at stride 1 for MinAtar),
                    then the --hidden-sizes layers, shared by the policy and value heads
   ActorCriticLSTM  the mlp or cnn torso, then an LSTM; its state is carried by the caller
                    (recurrent = True: step(obs, state) and unroll(...) instead of __call__)
@@ -126,6 +126,7 @@ class ActorCriticMLP:
 CONV_FILTERS = (32, 32, 32, 32)
 CONV_KERNEL = 3
 CONV_STRIDE = 2
+ACTIVATIONS = {"elu": tf.nn.elu, "relu": tf.nn.relu}
 LSTM_FORGET_BIAS = 1.0  # starts the LSTM remembering (Jozefowicz et al. 2015)
 
 
@@ -192,24 +193,25 @@ def _image_input(observations, obs_shape):
 
 
 class _CNNTorso:
-    """ELU convolutions (network_spec.ConvLayer: filters, kernel size, stride; SAME padding),
-    then ELU dense layers: [N, F]."""
+    """Convolutions (network_spec.ConvLayer: filters, kernel size, stride, padding), then
+    dense layers, each followed by `activation` (ELU or ReLU): [N, F]."""
 
     def __init__(self, vars_: _Variables, obs_shape, num_hidden: int,
-                 conv: Sequence[network_spec.ConvLayer]):
+                 conv: Sequence[network_spec.ConvLayer], activation: str = "elu"):
         self.obs_shape = tuple(obs_shape)
+        self.activation = ACTIVATIONS[activation]
         self.convs = [(vars_.get(f"conv{i}/kernel"), vars_.get(f"conv{i}/biases", zeros=True),
-                       layer.stride) for i, layer in enumerate(conv)]
+                       layer.stride, layer.padding.upper()) for i, layer in enumerate(conv)]
         self.flat_size = math.prod(network_spec.conv_output_shapes(obs_shape, conv)[-1])
         self.layers = _dense_stack(vars_, "", num_hidden)
 
     def __call__(self, observations):
         x = _image_input(observations, self.obs_shape)
-        for kernel, biases, stride in self.convs:
-            x = tf.nn.elu(tf.nn.conv2d(x, kernel, stride, "SAME") + biases)
+        for kernel, biases, stride, padding in self.convs:
+            x = self.activation(tf.nn.conv2d(x, kernel, stride, padding) + biases)
         x = tf.reshape(x, [-1, self.flat_size])
         for weights, biases in self.layers:
-            x = tf.nn.elu(tf.matmul(x, weights) + biases)
+            x = self.activation(tf.matmul(x, weights) + biases)
         return x
 
 
@@ -227,10 +229,10 @@ class _MLPTorso:
         return x
 
 
-def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, conv):
+def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, conv, activation="elu"):
     with vars_.scope("torso"):
         if kind == "cnn":
-            return _CNNTorso(vars_, obs_shape, len(hidden_sizes), conv)
+            return _CNNTorso(vars_, obs_shape, len(hidden_sizes), conv, activation)
         return _MLPTorso(vars_, obs_shape, len(hidden_sizes))
 
 
@@ -260,16 +262,17 @@ class ActorCriticCNN:
                  scope: str, local: bool = False, variable_factory=graph_variable,
                  conv_filters: Sequence[int] = CONV_FILTERS,
                  conv_kernel: Sequence[int] | int = CONV_KERNEL,
-                 conv_stride: Sequence[int] | int = CONV_STRIDE):
+                 conv_stride: Sequence[int] | int = CONV_STRIDE, conv_padding: str = "same",
+                 activation: str = "elu"):
         self.num_actions = num_actions
-        conv = network_spec.conv_layers(conv_filters, conv_kernel, conv_stride)
+        conv = network_spec.conv_layers(conv_filters, conv_kernel, conv_stride, conv_padding)
         vars_ = _Variables(network_spec.cnn_variables(obs_shape, num_actions, hidden_sizes,
                                                       conv),
                            variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, conv)
+            self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, conv, activation)
             self.heads = _Heads(vars_)
         self.variables = vars_.all_created()
 
@@ -340,18 +343,19 @@ class ActorCriticLSTM:
                  lstm_size: int, torso: str, scope: str, local: bool = False,
                  variable_factory=graph_variable, conv_filters: Sequence[int] = CONV_FILTERS,
                  conv_kernel: Sequence[int] | int = CONV_KERNEL,
-                 conv_stride: Sequence[int] | int = CONV_STRIDE):
+                 conv_stride: Sequence[int] | int = CONV_STRIDE, conv_padding: str = "same",
+                 activation: str = "elu"):
         self.num_actions = num_actions
         self.lstm_size = lstm_size
         self.state_shape = (2, lstm_size)
-        conv = network_spec.conv_layers(conv_filters, conv_kernel, conv_stride)
+        conv = network_spec.conv_layers(conv_filters, conv_kernel, conv_stride, conv_padding)
         vars_ = _Variables(network_spec.lstm_variables(obs_shape, num_actions, hidden_sizes,
                                                        lstm_size, torso, conv),
                            variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, conv)
+            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, conv, activation)
             self.lstm_kernel = vars_.get("lstm/kernel", 1.0)
             self.lstm_biases = vars_.get("lstm/biases", zeros=True)
             self.heads = _Heads(vars_)
@@ -422,7 +426,8 @@ def build_network(obs_shape, num_actions, config, scope: str, local: bool = Fals
 def conv_settings(config) -> dict:
     """The cnn torso's keyword arguments an A3CConfig sets."""
     return {"conv_filters": tuple(config.conv_filters), "conv_kernel": config.conv_kernel,
-            "conv_stride": config.conv_stride}
+            "conv_stride": config.conv_stride, "conv_padding": config.conv_padding,
+            "activation": config.activation}
 
 
 def assign_op(network, values, name: str):

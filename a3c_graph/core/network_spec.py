@@ -38,14 +38,16 @@ def torso_kind(policy: str, obs_shape: Sequence[int]) -> str:
 def network_settings(config, obs_shape: Sequence[int]) -> dict[str, object]:
     """The flags of `config` (an A3CConfig) the variables follow from, beside the env's
     observation shape and number of actions: {"policy": the network's kind, "hidden_sizes",
-    then "conv_filters", "conv_kernel" and "conv_stride" for a cnn torso and "lstm_size" for
-    the lstm}. Every other flag leaves the variables as they are."""
+    then "conv_filters", "conv_kernel", "conv_stride" and "conv_padding" for a cnn torso and
+    "lstm_size" for the lstm}. Every other flag (--activation too) leaves the variables as
+    they are."""
     kind = network_kind(config.policy, obs_shape)
     settings: dict[str, object] = {"policy": kind, "hidden_sizes": tuple(config.hidden_sizes)}
     if torso_kind(config.policy, obs_shape) == "cnn":
         settings.update(conv_filters=tuple(config.conv_filters),
                         conv_kernel=tuple(config.conv_kernel),
-                        conv_stride=tuple(config.conv_stride))
+                        conv_stride=tuple(config.conv_stride),
+                        conv_padding=config.conv_padding)
     if kind == "lstm":
         settings["lstm_size"] = config.lstm_size
     return settings
@@ -57,7 +59,7 @@ def network_variables(config, obs_shape: Sequence[int], num_actions: int) -> Var
     kind = network_kind(config.policy, obs_shape)
     if kind == "mlp":
         return mlp_variables(obs_shape, num_actions, config.hidden_sizes)
-    conv = {"conv": conv_layers(config.conv_filters, config.conv_kernel, config.conv_stride)}
+    conv = {"conv": config_conv_layers(config)}
     if kind == "cnn":
         return cnn_variables(obs_shape, num_actions, config.hidden_sizes, **conv)
     return lstm_variables(obs_shape, num_actions, config.hidden_sizes, config.lstm_size,
@@ -81,8 +83,8 @@ def activation_count(config, obs_shape: Sequence[int], num_actions: int) -> int:
         return 2 * sum(config.hidden_sizes) + num_actions + 1
     count = 0
     if torso_kind(config.policy, obs_shape) == "cnn":  # the image and each convolution's output
-        count = sum(math.prod(shape) for shape in conv_output_shapes(obs_shape, conv_layers(
-            config.conv_filters, config.conv_kernel, config.conv_stride)))
+        count = sum(math.prod(shape)
+                    for shape in conv_output_shapes(obs_shape, config_conv_layers(config)))
     count += sum(config.hidden_sizes)
     if kind == "lstm":
         count += 6 * config.lstm_size  # four gates, the cell and the output
@@ -134,33 +136,50 @@ def dense_stack(prefix: str, in_size: int, sizes: Sequence[int]) -> tuple[Variab
 
 class ConvLayer(NamedTuple):
     """One convolution of the cnn torso: `filters` square kernels of `kernel` pixels, moved
-    by `stride`."""
+    by `stride`, with "same" or "valid" `padding`."""
 
     filters: int
     kernel: int
     stride: int
+    padding: str = "same"
 
 
 def conv_layers(conv_filters: Sequence[int], conv_kernel: Sequence[int] | int,
-                conv_stride: Sequence[int] | int) -> list[ConvLayer]:
-    """The convolutions --conv-filters, --conv-kernel and --conv-stride describe: a kernel
-    size or stride given once holds for every layer."""
+                conv_stride: Sequence[int] | int, padding: str = "same") -> list[ConvLayer]:
+    """The convolutions --conv-filters, --conv-kernel, --conv-stride and --conv-padding
+    describe: a kernel size or stride given once holds for every layer."""
     def per_layer(value):
         values = (value,) if isinstance(value, int) else tuple(value)
         return values * len(conv_filters) if len(values) == 1 else values
-    return [ConvLayer(*layer) for layer in zip(conv_filters, per_layer(conv_kernel),
-                                               per_layer(conv_stride))]
+    return [ConvLayer(*layer, padding) for layer in zip(conv_filters, per_layer(conv_kernel),
+                                                        per_layer(conv_stride))]
+
+
+def config_conv_layers(config) -> list[ConvLayer]:
+    """The convolutions of `config` (an A3CConfig)."""
+    return conv_layers(config.conv_filters, config.conv_kernel, config.conv_stride,
+                       config.conv_padding)
 
 
 def conv_output_shapes(obs_shape: Sequence[int],
                        conv: Sequence[ConvLayer]) -> list[tuple[int, int, int]]:
-    """(height, width, channels) of the input and of each convolution's output (SAME
-    padding: each side shrinks to ceil(side / stride)); a [H, W] image has one channel."""
+    """(height, width, channels) of the input and of each convolution's output (same
+    padding: a side shrinks to ceil(side / stride); valid: to (side - kernel) // stride + 1);
+    a [H, W] image has one channel. ValueError if a valid convolution has no output left."""
     channels = 1 if len(obs_shape) == 2 else obs_shape[0]
     height, width = obs_shape[-2:]
     shapes = [(height, width, channels)]
-    for layer in conv:
-        height, width = -(-height // layer.stride), -(-width // layer.stride)
+    for i, layer in enumerate(conv):
+        if layer.padding == "valid":
+            if min(height, width) < layer.kernel:
+                raise ValueError(
+                    f"--conv-padding valid: convolution {i} ({layer.kernel}x{layer.kernel}) "
+                    f"gets {height}x{width} pixels, fewer than its kernel; give a larger "
+                    f"--screen-size or fewer, smaller convolutions")
+            height = (height - layer.kernel) // layer.stride + 1
+            width = (width - layer.kernel) // layer.stride + 1
+        else:
+            height, width = -(-height // layer.stride), -(-width // layer.stride)
         shapes.append((height, width, layer.filters))
     return shapes
 

@@ -1,6 +1,7 @@
 """A run, resolved once from its config: the env made once (its EnvInfo: observation shape
 and dtype, actions, frame skip, reward threshold), the network checked against its
-observations (no --policy cnn on CartPole), and the return the run stops at.
+observations (no --policy cnn on CartPole, no valid convolutions wider than what is left of
+the image), and the return the run stops at.
 
 The launcher resolves it in its plan and hands the target to every task on its command line,
 so every worker agrees; a worker started by hand resolves it the same way, and so do the TF2
@@ -15,7 +16,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from a3c_graph.core.config import A3CConfig, resolve_policy
+from a3c_graph.core.config import A3CConfig
+from a3c_graph.core.network_spec import network_variables
 
 if TYPE_CHECKING:
     from a3c_graph.core.envs import EnvInfo
@@ -42,7 +44,7 @@ def resolve_run(config: A3CConfig) -> RunSpec:
     except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ValueError(f"env {config.env!r} cannot be made: {first}") from None
-    resolve_policy(config.policy, info.obs_shape)
+    network_variables(config, info.obs_shape, info.num_actions)  # its ValueError, if any
     return RunSpec(dataclasses.replace(config, target_return=target_return(config, info)), info)
 
 

@@ -168,6 +168,10 @@ def elu(x):
     return np.where(x > 0, x, np.expm1(np.minimum(x, 0.0)))
 
 
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
 def image_pixels(obs):
     """Observations [N, C, H, W] or [N, H, W] -> float64 pixels [N, C, H, W] in [0, 1] for
     uint8 (and bool) images; float images are taken as they are."""
@@ -199,21 +203,39 @@ def conv_same(x, kernel, biases, stride: int):
     return out
 
 
-def cnn_torso(weights: dict, obs, stride):
-    """Features [N, F] of image observations: ELU convolutions torso/conv0, conv1, ... at
-    `stride` (one for every layer, or a sequence: layer i's), the feature maps flattened row
-    by row with the channels innermost, then the ELU dense layers torso/fc0, fc1, ..."""
+def conv_valid(x, kernel, biases, stride: int):
+    """x [N, C, H, W] -> [N, F, (H - k) // s + 1, (W - k) // s + 1]: each output pixel (i, j)
+    is the sum over the k x k window at rows i*s + dr, columns j*s + dc (never outside the
+    image) of x times kernel [dr, dc, C, F], plus the biases [F]."""
+    size = kernel.shape[0]
+    out_h = (x.shape[2] - size) // stride + 1
+    out_w = (x.shape[3] - size) // stride + 1
+    windows = np.stack([np.stack([x[:, :, i * stride:i * stride + size,
+                                    j * stride:j * stride + size]
+                                  for j in range(out_w)], axis=-1)
+                        for i in range(out_h)], axis=-2)  # [N, C, k, k, out_h, out_w]
+    return np.einsum("ncrdij,rdcf->nfij", windows, kernel) + np.asarray(biases)[None, :, None,
+                                                                                   None]
+
+
+def cnn_torso(weights: dict, obs, stride, padding: str = "same", activation: str = "elu"):
+    """Features [N, F] of image observations: convolutions torso/conv0, conv1, ... at
+    `stride` (one for every layer, or a sequence: layer i's) with `padding` ("same" or
+    "valid"), the feature maps flattened row by row with the channels innermost, then the
+    dense layers torso/fc0, fc1, ...; each layer followed by `activation` ("elu", "relu")."""
+    act = {"elu": elu, "relu": relu}[activation]
+    conv = {"same": conv_same, "valid": conv_valid}[padding]
     x = image_pixels(obs)
     i = 0
     while f"torso/conv{i}/kernel" in weights:
         layer_stride = stride if isinstance(stride, int) else stride[i]
-        x = elu(conv_same(x, weights[f"torso/conv{i}/kernel"], weights[f"torso/conv{i}/biases"],
-                          layer_stride))
+        x = act(conv(x, weights[f"torso/conv{i}/kernel"], weights[f"torso/conv{i}/biases"],
+                     layer_stride))
         i += 1
     x = x.transpose(0, 2, 3, 1).reshape(len(x), -1)
     i = 0
     while f"torso/fc{i}/weights" in weights:
-        x = elu(x @ weights[f"torso/fc{i}/weights"] + weights[f"torso/fc{i}/biases"])
+        x = act(x @ weights[f"torso/fc{i}/weights"] + weights[f"torso/fc{i}/biases"])
         i += 1
     return x
 
@@ -235,9 +257,9 @@ def heads(weights: dict, features):
     return logits, values[:, 0]
 
 
-def cnn_forward(weights: dict, obs, stride):
+def cnn_forward(weights: dict, obs, stride, padding: str = "same", activation: str = "elu"):
     """logits [N, A] and values [N] of a3c_graph.core.model.ActorCriticCNN on images [N, ...]."""
-    return heads(weights, cnn_torso(weights, obs, stride))
+    return heads(weights, cnn_torso(weights, obs, stride, padding, activation))
 
 
 def lstm_step(weights: dict, features, state):

@@ -224,6 +224,16 @@ def test_screen_size_changes_an_atari_network():
         ("screen-size", "42", "84")]
 
 
+def test_conv_padding_and_activation_change_an_atari_network():
+    there = A3CConfig(env="ALE/Pong-v5", preset="atari")
+    assert checkpoints.network_differences(
+        there, dataclasses.replace(there, conv_padding="valid"), (4, 42, 42)) == [
+        ("conv-padding", "same", "valid")]
+    assert checkpoints.network_differences(
+        there, dataclasses.replace(there, activation="relu"), (4, 42, 42)) == [
+        ("activation", "elu", "relu")]
+
+
 def test_a_logdir_of_other_hidden_sizes_is_refused_in_one_sentence(tmp_path):
     write_run(tmp_path)
     with pytest.raises(CheckpointError) as caught:

@@ -131,6 +131,8 @@ def test_config_to_argv_round_trips_awkward_values(field_name, value):
     ("conv_stride", (0,), "--conv-stride must be one positive number, or one per layer"),
     ("conv_kernel", (3, 3), "--conv-kernel must be one positive number, or one per layer"),
     ("intra_op_threads", -1, "--intra-op-threads must be 0 or more, got -1"),
+    ("conv_padding", "full", "--conv-padding must be one of same, valid, got 'full'"),
+    ("activation", "tanh", "--activation must be one of elu, relu, got 'tanh'"),
 ])
 def test_validate_names_the_flag_of_a_bad_value(field_name, bad_value, message):
     config = dataclasses.replace(A3CConfig(), **{field_name: bad_value})

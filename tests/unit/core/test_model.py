@@ -127,6 +127,26 @@ def test_a_cnn_of_other_kernels_and_strides_per_layer_is_the_numpy_forward_pass(
     np.testing.assert_allclose(values, want_values, rtol=1e-4, atol=1e-4)
 
 
+def test_a_relu_cnn_of_valid_padding_is_the_numpy_forward_pass():
+    # The Nature DQN network's kind (rl-baselines3-zoo's A2C and PPO): ReLU, no padding.
+    network = ActorCriticCNN((3, 17, 14), 3, (6,), "net", conv_filters=(4, 5),
+                             conv_kernel=(5, 3), conv_stride=(3, 2), conv_padding="valid",
+                             activation="relu")
+    obs = observations([4, 3, 17, 14], np.uint8)
+    weights = random_weights(network, seed=3)
+    # 17 x 14 -> 5 x 4 -> 2 x 1: the borders are not padded.
+    assert weights["torso/fc0/weights"].shape == (2 * 1 * 5, 6)
+    outputs = network(tf.constant(obs))
+    with tf1.Session() as session:
+        session.run(assign(network, weights))
+        logits, values = session.run(outputs)
+    want_logits, want_values = ground_truth.cnn_forward(weights, obs, (3, 2), "valid", "relu")
+    np.testing.assert_allclose(logits, want_logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(values, want_values, rtol=1e-4, atol=1e-4)
+    elu_logits, _ = ground_truth.cnn_forward(weights, obs, (3, 2), "valid", "elu")
+    assert not np.allclose(logits, elu_logits, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("obs_shape, dtype, conv_filters, stride", IMAGE_CASES,
                          ids=["uint8-stride2", "uint8-stride1", "bool", "uint8-2d", "float32"])
 def test_cnn_outputs_are_the_numpy_forward_pass(obs_shape, dtype, conv_filters, stride):

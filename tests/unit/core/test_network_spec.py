@@ -25,6 +25,9 @@ NETWORKS = {  # (config flags, observation shape, actions)
     "cnn": ({"conv_filters": (4, 6), "conv_stride": (2,), "hidden_sizes": (5,)}, IMAGE, 3),
     "cnn of one channel": ({"conv_filters": (2,), "conv_stride": (3,), "hidden_sizes": (3,)},
                            (7, 5), 4),
+    "cnn, valid padding, relu": ({"conv_filters": (4, 6), "conv_stride": (2,),
+                                  "conv_padding": "valid", "activation": "relu",
+                                  "hidden_sizes": (5,)}, (3, 11, 9), 3),
     "lstm, mlp torso": ({"policy": "lstm", "lstm_size": 7, "hidden_sizes": (6,)}, (4,), 2),
     "lstm, cnn torso": ({"policy": "lstm", "lstm_size": 5, "conv_filters": (4,),
                          "conv_stride": (2,), "hidden_sizes": (6,)}, IMAGE, 3),
@@ -64,3 +67,22 @@ def test_the_cnns_variables_worked_out_by_hand():
     ]
     assert parameter_count(resolve_config(flags), obs_shape, num_actions) == (
         108 + 4 + 216 + 6 + 24 * 5 + 5 + 5 * 3 + 3 + 5 + 1)
+
+
+def test_the_nature_network_has_the_parameters_of_rl_zoos():
+    """rl-baselines3-zoo's A2C network on Breakout (4 frames of 84x84, 4 actions): 32 8x8
+    filters at stride 4, 64 4x4 at 2, 64 3x3 at 1, no padding (84 -> 20 -> 9 -> 7), 512
+    units: 8,224 + 32,832 + 36,928 + 3,136 x 512 + 512 + 2,052 + 513 parameters."""
+    config = resolve_config({"conv_filters": (32, 64, 64), "conv_kernel": (8, 4, 3),
+                             "conv_stride": (4, 2, 1), "conv_padding": "valid",
+                             "hidden_sizes": (512,)})
+    assert ("torso/fc0/weights", (3136, 512)) in network_variables(config, (4, 84, 84), 4)
+    assert parameter_count(config, (4, 84, 84), 4) == 1_686_693
+
+
+def test_valid_convolutions_on_too_small_an_image_name_the_flag():
+    config = resolve_config({"conv_filters": (4, 4), "conv_kernel": (3,), "conv_stride": (2,),
+                             "conv_padding": "valid"})
+    with pytest.raises(ValueError, match=r"--conv-padding valid: convolution 1 \(3x3\) gets "
+                                         r"2x2 pixels"):
+        network_variables(config, (3, 6, 6), 3)

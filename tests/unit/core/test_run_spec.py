@@ -37,6 +37,9 @@ gym.register(id="ExplodingEnvForStats-v0", entry_point=ExplodingEnv)
     ({"env": "ExplodingEnvForStats-v0"},
      "env 'ExplodingEnvForStats-v0' cannot be made: no display"),
     ({"env": "CartPole-v1", "policy": "cnn"}, "--policy cnn needs image observations"),
+    # MinAtar's 10x10 boards: 8x8 at stride 1 leaves 3x3, too small for a second 8x8.
+    ({"env": "MinAtar/Breakout-v1", "conv_filters": (16, 16), "conv_kernel": (8,),
+      "conv_padding": "valid"}, "--conv-padding valid: convolution 1 (8x8) gets 3x3 pixels"),
 ])
 def test_an_env_a_run_cannot_use_is_one_value_error(given, message):
     with pytest.raises(ValueError) as raised:
