@@ -4,6 +4,7 @@ gradient's global norm before clipping and the value loss, against the update nu
     python losses.py RUN_LOGDIR OUT_FOLDER    # writes losses.csv and losses.png
 """
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -31,7 +32,9 @@ for ax, tag in zip(axes, TAGS):
     ax.grid(alpha=0.3)
 axes[1].set_yscale("log")
 axes[2].set_yscale("log")
-axes[-1].set_xlabel("update (global step; 160 agent steps = 640 frames each)")
+config = json.loads((run / "config.json").read_text())
+batch = config["envs_per_worker"] * config["rollout_length"]
+axes[-1].set_xlabel(f"update (global step; {batch} agent steps = {4 * batch} frames each)")
 fig.suptitle(f"{run.name}: the learner's view (worker 0)")
 fig.tight_layout()
 fig.savefig(out / "losses.png", dpi=90)

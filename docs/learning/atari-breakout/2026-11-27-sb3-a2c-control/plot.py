@@ -2,7 +2,8 @@
 10M frames: stable-baselines3's A2C here (progress.jsonl), this agent at the same settings
 and on the classic protocol (their results.json), rl-baselines3-zoo's own A2C run (its
 monitor files, rl-zoo-run.json) and openai/baselines' plotted A2C mean. Right, to 40M
-frames: the zoo's run against the classic protocol's seed 0.
+frames: the zoo's run against the classic protocol's seed 0 and the two diagnostics after it
+(a constant learning rate; rl-zoo's optimizer and update shape on the classic network).
 
     python docs/learning/atari-breakout/2026-11-27-sb3-a2c-control/plot.py
 """
@@ -43,6 +44,9 @@ def main() -> None:
         ("stable-baselines3 A2C, rl-zoo's settings, this machine", _sb3(), "C0"),
         ("a3c_graph, rl-zoo A2C's settings", _ours("2026-11-27-a2c-exact"), "C1"),
         ("a3c_graph, classic protocol (seed 0)", _ours("2026-11-27-seed0"), "C2"),
+        ("a3c_graph, classic, learning rate constant", _ours("2026-11-27-const-lr"), "C4"),
+        ("a3c_graph, classic network, 2 x 16 x 5, RMSProp 7e-4",
+         _ours("2026-11-27-16x5-rmsprop"), "C5"),
     ]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for ax, limit in zip(axes, (10.2e6, 40.5e6)):
