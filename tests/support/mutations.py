@@ -80,10 +80,15 @@ MUTATIONS = [
              "tests/unit/core/test_model.py::test_cnn_outputs_are_the_numpy_forward_pass[uint8-stride2]",
              "[C, H, W] moved to [W, H, C] instead of [H, W, C]"),
     Mutation("conv-activation", "a3c_graph/core/model.py",
-             'x = tf.nn.elu(tf.nn.conv2d(x, kernel, stride, "SAME") + biases)',
-             'x = tf.nn.relu(tf.nn.conv2d(x, kernel, stride, "SAME") + biases)',
+             "x = self.activation(tf.nn.conv2d(x, kernel, stride, padding) + biases)",
+             "x = tf.nn.relu(tf.nn.conv2d(x, kernel, stride, padding) + biases)",
              "tests/unit/core/test_model.py::test_cnn_outputs_are_the_numpy_forward_pass[bool]",
              "ReLU for ELU after the convolutions"),
+    Mutation("conv-padding", "a3c_graph/core/model.py",
+             "tf.nn.conv2d(x, kernel, stride, padding)", 'tf.nn.conv2d(x, kernel, stride, "SAME")',
+             "tests/unit/core/test_model.py::"
+             "test_a_relu_cnn_of_valid_padding_is_the_numpy_forward_pass",
+             "same padding whatever --conv-padding says"),
     Mutation("mlp-activation", "a3c_graph/core/model.py",
              "                x = tf.tanh(x)", "                x = tf.nn.relu(x)",
              "tests/unit/core/test_learner.py::test_learner_loss_matches_the_numpy_ground_truth"
