@@ -47,6 +47,7 @@ def main() -> None:
         ("a3c_graph, classic, learning rate constant", _ours("2026-11-27-const-lr"), "C4"),
         ("a3c_graph, classic network, 2 x 16 x 5, RMSProp 7e-4",
          _ours("2026-11-27-16x5-rmsprop"), "C5"),
+        ("the same, ReLU and valid padding", _ours("2026-11-27-16x5-relu-valid"), "C6"),
     ]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for ax, limit in zip(axes, (10.2e6, 40.5e6)):
