@@ -164,26 +164,14 @@ class A3CConfig:
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")
-        if self.preset not in PRESET_CHOICES:
-            raise ValueError(f"--preset must be one of {', '.join(PRESET_CHOICES)}, "
-                             f"got {self.preset!r}")
-        if self.protocol not in PROTOCOL_CHOICES:
-            raise ValueError(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, "
-                             f"got {self.protocol!r}")
+        for f in dataclasses.fields(self):  # --preset, --protocol, --optimizer, --policy, ...
+            choices = f.metadata.get("choices")
+            if choices is not None and getattr(self, f.name) not in choices:
+                raise ValueError(f"--{_flag(f.name)} must be one of {', '.join(choices)}, "
+                                 f"got {getattr(self, f.name)!r}")
         if self.protocol != "ale-v5" and not is_atari(self.env):
             raise ValueError(f"--protocol {self.protocol} is for ALE/ env ids, got "
                              f"--env {self.env}")
-        if self.optimizer not in OPTIMIZER_CHOICES:
-            raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZER_CHOICES)}, "
-                             f"got {self.optimizer!r}")
-        for name, choices in (("conv_padding", CONV_PADDING_CHOICES),
-                              ("activation", ACTIVATION_CHOICES)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"--{_flag(name)} must be one of {', '.join(choices)}, "
-                                 f"got {getattr(self, name)!r}")
-        if self.policy not in POLICY_CHOICES:
-            raise ValueError(f"--policy must be one of {', '.join(POLICY_CHOICES)}, "
-                             f"got {self.policy!r}")
         for name in ("gamma", "gae_lambda", "repeat_action_probability"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{_flag(name)} must be in [0, 1], got {getattr(self, name)}")
