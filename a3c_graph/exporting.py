@@ -73,6 +73,8 @@ def policy_metadata(config, info, checkpoint: str) -> dict:
             "full_action_space": config.full_action_space, "noop_max": 30,
             "fire_at_reset": config.protocol == "classic",
             "fire_after_life_loss": config.protocol == "classic",
+            # The frames from before a lost life are zeros in the next life's stack.
+            "new_stack_after_life_loss": config.protocol == "classic",
             "make": ("gym.make_vec(env, num_envs, vectorization_mode='vector_entry_point', "
                      "img_height=screen_size, img_width=screen_size, stack_num=frame_stack, "
                      "frameskip=frame_skip, repeat_action_probability=..., "

@@ -6,7 +6,8 @@ no a3c_graph import, as a colleague's script or a notebook would.
 Reads DIR/assets.extra/policy.json for the env and what to feed the policy, runs the act
 signature eagerly, and prints each episode's return and their mean as JSON. Atari ids need
 ale-py: the env is ale-py's own vector env with the preprocessing the policy was trained on
-(frame skip, max-pooling, grayscale, resize, frame stack, and the classic protocol's FIRE).
+(frame skip, max-pooling, grayscale, resize, frame stack, and the classic protocol's FIRE
+and new frame stack after a lost life).
 """
 
 import argparse
@@ -48,12 +49,15 @@ def play(saved_model: str, episodes: int, seed: int, sample: bool) -> list[float
     act = tf.saved_model.load(saved_model).signatures["act"]
     env, fire = make_env(policy)
     batched = policy.get("atari") is not None  # the vector env gives [1, ...] already
+    # The classic protocol: a new life's stack holds zeros for the frames of the life before.
+    new_stack = batched and policy["atari"].get("new_stack_after_life_loss", False)
+    stack = policy["atari"]["frame_stack"] if batched else 0
     returns = []
     for episode in range(episodes):
         obs, info = env.reset(seed=seed + episode)
         state = np.zeros([1, 2, policy["config"]["lstm_size"]], np.float32)
         lives = info.get("lives", [0])[0] if batched else 0
-        total, done, fire_next = 0.0, False, False
+        total, done, fire_next, life_frames = 0.0, False, False, stack
         while not done:
             inputs = {"observations": tf.constant(obs if batched else obs[None])}
             if policy["recurrent"]:
@@ -67,8 +71,13 @@ def play(saved_model: str, episodes: int, seed: int, sample: bool) -> list[float
             if batched:
                 obs, reward, terminated, truncated, info = env.step(np.array([action]))
                 reward, done = float(reward[0]), bool(terminated[0] or truncated[0])
-                fire_next = fire is not None and info["lives"][0] < lives and not done
+                life_lost = info["lives"][0] < lives and not done
+                fire_next = fire is not None and life_lost
                 lives = info["lives"][0]
+                life_frames = 1 if life_lost else min(life_frames + 1, stack)
+                if new_stack and life_frames < stack:
+                    obs = obs.copy()
+                    obs[0, :stack - life_frames] = 0
             else:
                 obs, reward, terminated, truncated, _ = env.step(action)
                 done = terminated or truncated

@@ -21,11 +21,13 @@ The classic protocol (--protocol classic: the one rl-baselines3-zoo's, cleanrl's
 baselines' Atari scores are measured on) differs in three things: no sticky actions (the
 preset's repeat_action_probability 0), FIRE after a reset (ale-py's use_fire_reset), and a
 lost life: the step that loses it is terminated for learning (no bootstrapping across a
-death) while the game goes on (ale-py's life_loss_info), and the env's next step is FIRE,
-whatever the agent chose, in games that have it (Breakout's ball waits for it). The
-transition records the action the emulator executed. Episode returns, lengths and the
-episode statistics are always whole games: EnvBatch reports a return only when the game is
-over (the vector env reset it) or was cut at the 108,000-frame cap.
+death) while the game goes on (ale-py's life_loss_info), the env's next step is FIRE,
+whatever the agent chose, in games that have it (Breakout's ball waits for it), and the new
+life starts a new stack: frames from before the loss are zeros until pushed out, as the
+anchors' stack restarts at every end of a learning episode. The transition records the
+action the emulator executed. Episode returns, lengths and the episode statistics are always
+whole games: EnvBatch reports a return only when the game is over (the vector env reset it)
+or was cut at the 108,000-frame cap.
 
 MinAtar (``MinAtar/`` ids, e.g. MinAtar/Breakout-v1; Young and Tian 2019) comes from the
 `minatar` package, whose envs Gymnasium 1.x only knows after minatar.gym.register_envs()
@@ -167,6 +169,8 @@ def make_env(env_id: str, render_mode: str | None = None, **options) -> gym.Env:
             env = FireAfterLifeLoss(env)
         # Zero frames before the first, as ale-py's vector env pads (make_atari_vector_env).
         env = FrameStackObservation(env, ale["frame_stack"], padding_type="zero")
+        if ale["protocol"] == "classic":
+            env = NewStackAfterLifeLoss(env)
     elif is_minatar(env_id):
         # minatar renders rgb frames through seaborn, which it does not install: MinAtarFrames.
         env = gym.make(env_id)
@@ -212,6 +216,42 @@ class FireAfterLifeLoss(gym.Wrapper):
         self._life_lost = lives < self._lives
         self._lives = lives
         return obs, reward, terminated, truncated, info
+
+
+def frames_of_this_life(stacks: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Stacks [B, S, H, W] with all but each one's last counts[i] frames zeroed (a copy if
+    any is): the stack of a life counts[i] frames old, nothing of the life before it."""
+    size = stacks.shape[1]
+    stale = np.arange(size)[None, :] < (size - np.asarray(counts))[:, None]
+    if not stale.any():
+        return stacks
+    stacks = stacks.copy()
+    stacks[stale] = 0
+    return stacks
+
+
+class NewStackAfterLifeLoss(gym.Wrapper):
+    """The classic protocol's new stack after a lost life for one env (above its frame
+    stack), as EnvBatch gives the vector env's: the frames from before the loss are zeros."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._size = self._count = env.observation_space.shape[0]
+        self._lives = 0
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self._lives, self._count = self.env.unwrapped.ale.lives(), self._size
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        life_lost = lives < self._lives and not (terminated or truncated)
+        self._count = 1 if life_lost else min(self._count + 1, self._size)
+        self._lives = lives
+        return (frames_of_this_life(obs[None], [self._count])[0], reward, terminated,
+                truncated, info)
 
 
 class MinAtarFrames(gym.Wrapper):
@@ -358,6 +398,9 @@ class EnvBatch:
             self._lives = np.asarray(infos["lives"])
             self._fire = fire_action(self._envs.ale.get_action_set())
             self._fire_next = np.zeros(num_envs, bool)
+            # Frames of each env's current life in its stack (a full stack: nothing to zero).
+            self._stack_size = info.obs_shape[0]
+            self._life_frames = np.full(num_envs, self._stack_size)
 
     def observe(self) -> np.ndarray:
         """Current observations, [B, *obs_shape]."""
@@ -379,6 +422,11 @@ class EnvBatch:
             game_over = done & ~life_lost
             self._lives = lives
             self._fire_next = life_lost
+            # A new life, a new stack (the module docstring); a new game's the env padded.
+            self._life_frames = np.where(life_lost, 1, np.minimum(self._life_frames + 1,
+                                                                  self._stack_size))
+            self._life_frames[game_over] = self._stack_size
+            obs = frames_of_this_life(obs, self._life_frames)
         final_obs = obs
         if game_over.any():
             final_obs = obs.copy()

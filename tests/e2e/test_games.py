@@ -110,9 +110,9 @@ def test_breakout_on_the_classic_protocol_trains_to_its_budget_through_the_launc
     summary, stdout, logdir = train_to_end(
         tmp_path, "--env", ATARI_BREAKOUT, "--protocol", "classic", "--workers", "1",
         "--envs-per-worker", "2", "--rollout-length", "8", "--max-steps", "800",
-        "--progress-secs", "1", "--conv-filters", "4,4", "--hidden-sizes", "8")
+        "--progress-secs", "1", "--conv-filters", "4,4,4", "--hidden-sizes", "8")
     assert "target return none (runs to its budget)" in stdout
     assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 800
     config = json.loads((logdir / "config.json").read_text())
     assert config["protocol"] == "classic" and config["repeat_action_probability"] == 0.0
-    assert config["screen_size"] == 84 and config["conv_stride"] == [4, 2]
+    assert config["screen_size"] == 84 and config["conv_stride"] == [4, 2, 1]

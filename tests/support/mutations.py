@@ -175,6 +175,12 @@ MUTATIONS = [
              "tests/cluster/test_worker_graph_cluster.py::test_a_resumed_run_restores_every_weight_and_adam_slot_of_the"
              "_checkpoint",
              "checkpoints without Adam's slots"),
+    # envs
+    Mutation("life-stack", "a3c_graph/core/envs.py",
+             "            obs = frames_of_this_life(obs, self._life_frames)\n", "",
+             "tests/unit/core/test_atari_classic.py::test_a_new_life_starts_a_new_frame_stack_in"
+             "_training_and_in_one_env",
+             "the frames of a lost life kept in the next life's stack"),
     # rollout
     Mutation("obs-after-step", "a3c_graph/core/rollout.py",
              'rows["obs"][t] = self.envs.observe()\n        step = self.envs.step(actions)',
