@@ -151,7 +151,7 @@ def make_env(env_id: str, render_mode: str | None = None, **options) -> gym.Env:
     """One env of `env_id`, with the observation and action spaces checked.
 
     For ALE ids: Gymnasium's Atari preprocessing and frame stack (see the module docstring),
-    and for the classic protocol FireAfterLifeLoss; an episode is a whole game. `options`
+    and for the classic protocol ClassicLives; an episode is a whole game. `options`
     are ALE's (atari_options) and are ignored for other envs.
     """
     _spec(env_id)
@@ -165,12 +165,10 @@ def make_env(env_id: str, render_mode: str | None = None, **options) -> gym.Env:
         env = AtariPreprocessing(env, noop_max=ale["noop_max"], frame_skip=ATARI_FRAME_SKIP,
                                  screen_size=ale["screen_size"], terminal_on_life_loss=False,
                                  grayscale_obs=True, scale_obs=False)
-        if ale["protocol"] == "classic":
-            env = FireAfterLifeLoss(env)
         # Zero frames before the first, as ale-py's vector env pads (make_atari_vector_env).
         env = FrameStackObservation(env, ale["frame_stack"], padding_type="zero")
         if ale["protocol"] == "classic":
-            env = NewStackAfterLifeLoss(env)
+            env = ClassicLives(env)
     elif is_minatar(env_id):
         # minatar renders rgb frames through seaborn, which it does not install: MinAtarFrames.
         env = gym.make(env_id)
@@ -186,38 +184,6 @@ def make_env(env_id: str, render_mode: str | None = None, **options) -> gym.Env:
     return env
 
 
-class FireAfterLifeLoss(gym.Wrapper):
-    """The classic protocol's FIRE for one env of whole games (evaluation's recording): FIRE
-    after the reset's no-ops, and the step after a lost life executes FIRE whatever action
-    it is given, as EnvBatch does for the vector env. Nothing for games without FIRE."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()
-        self._fire = meanings.index("FIRE") if "FIRE" in meanings else None
-        self._lives = 0
-        self._life_lost = False
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        if self._fire is not None:
-            obs, _, terminated, truncated, info = self.env.step(self._fire)
-            if terminated or truncated:
-                obs, info = self.env.reset(**kwargs)
-        self._lives = self.env.unwrapped.ale.lives()
-        self._life_lost = False
-        return obs, info
-
-    def step(self, action):
-        if self._life_lost and self._fire is not None:
-            action = self._fire
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        lives = self.env.unwrapped.ale.lives()
-        self._life_lost = lives < self._lives
-        self._lives = lives
-        return obs, reward, terminated, truncated, info
-
-
 def frames_of_this_life(stacks: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Stacks [B, S, H, W] with all but each one's last counts[i] frames zeroed (a copy if
     any is): the stack of a life counts[i] frames old, nothing of the life before it."""
@@ -230,25 +196,40 @@ def frames_of_this_life(stacks: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return stacks
 
 
-class NewStackAfterLifeLoss(gym.Wrapper):
-    """The classic protocol's new stack after a lost life for one env (above its frame
-    stack), as EnvBatch gives the vector env's: the frames from before the loss are zeros."""
+class ClassicLives(gym.Wrapper):
+    """The classic protocol's lives for one env of whole games (evaluation's recording),
+    above its frame stack, as EnvBatch gives the vector env: FIRE after the reset's no-ops
+    and on the step after a lost life (whatever action it is given; not for games without
+    FIRE), and a new frame stack for each life, the frames from before it zeros."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        self._fire = meanings.index("FIRE") if "FIRE" in meanings else None
         self._size = self._count = env.observation_space.shape[0]
         self._lives = 0
+        self._life_lost = False
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
-        self._lives, self._count = self.env.unwrapped.ale.lives(), self._size
-        return obs, info
+        self._count = self._size
+        if self._fire is not None:
+            obs, _, terminated, truncated, info = self.env.step(self._fire)
+            self._count = 1
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+                self._count = self._size
+        self._lives = self.env.unwrapped.ale.lives()
+        self._life_lost = False
+        return frames_of_this_life(obs[None], [self._count])[0], info
 
     def step(self, action):
+        if self._life_lost and self._fire is not None:
+            action = self._fire
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives = self.env.unwrapped.ale.lives()
-        life_lost = lives < self._lives and not (terminated or truncated)
-        self._count = 1 if life_lost else min(self._count + 1, self._size)
+        self._life_lost = lives < self._lives and not (terminated or truncated)
+        self._count = 1 if self._life_lost else min(self._count + 1, self._size)
         self._lives = lives
         return (frames_of_this_life(obs[None], [self._count])[0], reward, terminated,
                 truncated, info)
