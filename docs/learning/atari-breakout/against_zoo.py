@@ -1,0 +1,57 @@
+"""Draws a Breakout record's against-zoo.png: the mean score of the last 100 games against
+frames, the record's run beside rl-baselines3-zoo's own A2C run (its monitor files) and any
+other records given, each with its label.
+
+    python docs/learning/atari-breakout/against_zoo.py RECORD [OTHER_RECORD LABEL]...
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ZOO = Path(__file__).parent / "2026-11-27-sb3-a2c-control" / "rl-zoo-run.json"
+
+
+def _record(folder: Path) -> dict:
+    return json.loads((folder / "results.json").read_text())["records"][0]
+
+
+def _curve(record: dict) -> tuple[list, list]:
+    curve = record["curve"]
+    points = [(f, r) for f, r in zip(curve["frames"], curve["mean_return"]) if r is not None]
+    return [f / 1e6 for f, _ in points], [r for _, r in points]
+
+
+def main(folder: Path, others: list[str]) -> None:
+    zoo = json.loads(ZOO.read_text())["frames_mean_return_100"]
+    seed = _record(folder)["seed"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot([f / 1e6 for f, _ in zoo], [r for _, r in zoo], color="grey",
+            label="rl-baselines3-zoo's own A2C run (final agent: 280 sampled)")
+    for i, (other, label) in enumerate(zip(others[::2], others[1::2]), start=1):
+        ax.plot(*_curve(_record(Path(other))), color=f"C{i}", label=label)
+    ax.plot(*_curve(_record(folder)), color="C0", label=f"this run: seed {seed}")
+    ax.axhline(280, color="black", linewidth=0.6, linestyle=":")
+    ax.set(xlabel="frames (millions)", ylabel="mean score of the last 100 whole games",
+           title=f"Breakout, seed {seed}: the classic protocol against the anchor's run",
+           xlim=(0, 40))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    fig.savefig(folder / "against-zoo.png", dpi=100)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or len(sys.argv) % 2:
+        sys.stderr.write("usage: against_zoo.py RECORD [OTHER_RECORD LABEL]...\n")
+        sys.exit(2)
+    for given in [sys.argv[1], *sys.argv[2::2]]:
+        if not (Path(given) / "results.json").is_file():
+            sys.stderr.write(f"against_zoo.py: {given} has no results.json (not a record)\n")
+            sys.exit(2)
+    main(Path(sys.argv[1]), sys.argv[2:])
