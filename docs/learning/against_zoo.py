@@ -1,8 +1,8 @@
-"""Draws a Breakout record's against-zoo.png: the mean score of the last 100 games against
-frames, the record's run beside rl-baselines3-zoo's own A2C run (its monitor files) and any
-other records given, each with its label.
+"""Draws an Atari record's against-zoo.png: the mean score of the last 100 games against
+frames, the record's run beside rl-baselines3-zoo's own A2C run of the game (read from its
+monitor files by zoo_run.py) and any other records given, each with its label.
 
-    python docs/learning/atari-breakout/against_zoo.py RECORD [OTHER_RECORD LABEL]...
+    python docs/learning/against_zoo.py RECORD [OTHER_RECORD LABEL]...
 """
 
 import json
@@ -14,7 +14,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ZOO = Path(__file__).parent / "2026-11-27-sb3-a2c-control" / "rl-zoo-run.json"
+HERE = Path(__file__).parent
+ZOO_RUNS = {  # per learning-suite task: its rl-zoo-run.json (zoo_run.py)
+    "atari-breakout": HERE / "atari-breakout" / "2026-11-27-sb3-a2c-control" / "rl-zoo-run.json",
+    "atari-qbert": HERE / "atari-qbert" / "rl-zoo-run.json",
+}
 
 
 def _record(folder: Path) -> dict:
@@ -28,17 +32,19 @@ def _curve(record: dict) -> tuple[list, list]:
 
 
 def main(folder: Path, others: list[str]) -> None:
-    zoo = json.loads(ZOO.read_text())["frames_mean_return_100"]
-    seed = _record(folder)["seed"]
+    record = _record(folder)
+    seed, target = record["seed"], record["target"]
+    zoo = json.loads(ZOO_RUNS[record["task"]].read_text())["frames_mean_return_100"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot([f / 1e6 for f, _ in zoo], [r for _, r in zoo], color="grey",
-            label="rl-baselines3-zoo's own A2C run (final agent: 280 sampled)")
+            label=f"rl-baselines3-zoo's own A2C run (final agent: {target:,.0f} sampled)")
     for i, (other, label) in enumerate(zip(others[::2], others[1::2]), start=1):
         ax.plot(*_curve(_record(Path(other))), color=f"C{i}", label=label)
-    ax.plot(*_curve(_record(folder)), color="C0", label=f"this run: seed {seed}")
-    ax.axhline(280, color="black", linewidth=0.6, linestyle=":")
+    ax.plot(*_curve(record), color="C0", label=f"this run: seed {seed}")
+    ax.axhline(target, color="black", linewidth=0.6, linestyle=":")
+    game = record["env"].removeprefix("ALE/").removesuffix("-v5")
     ax.set(xlabel="frames (millions)", ylabel="mean score of the last 100 whole games",
-           title=f"Breakout, seed {seed}: the classic protocol against the anchor's run",
+           title=f"{game}, seed {seed}: the classic protocol against the anchor's run",
            xlim=(0, 40))
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
@@ -54,4 +60,8 @@ if __name__ == "__main__":
         if not (Path(given) / "results.json").is_file():
             sys.stderr.write(f"against_zoo.py: {given} has no results.json (not a record)\n")
             sys.exit(2)
+    if _record(Path(sys.argv[1])).get("task") not in ZOO_RUNS:
+        sys.stderr.write(f"against_zoo.py: no rl-zoo run of {sys.argv[1]}'s game; known: "
+                         + ", ".join(ZOO_RUNS) + "\n")
+        sys.exit(2)
     main(Path(sys.argv[1]), sys.argv[2:])
