@@ -6,7 +6,8 @@ suite's results of the atari-* tasks (benchmarks.learning --tasks atari-breakout
 Each RESULTS_DIR is a learning suite's --out (a game per suite, or several); every record of
 an atari-* task in them is read, whichever folder holds it. Writes <OUT>/atari.md (per game:
 seeds, frames, minutes, the training curve's last 100 games, the final checkpoint's 30
-games sampled and greedy, and the anchors at 40M frames; then every run), <OUT>/atari.json
+games sampled and greedy, and the anchors at 40M frames; then every run, and every run's
+curve read each 5M frames with when it reached A2C's score), <OUT>/atari.json
 (the same, for scripts) and <OUT>/atari.png (each game's curves against frames, the
 anchors as lines). Paths to each run's own results are relative to OUT.
 """
@@ -100,6 +101,28 @@ def _spread(record: dict) -> str:
             f"{played['max_return']:g})")
 
 
+MARKS = tuple(range(5, 45, 5))  # millions of frames at which each run's curve is read
+
+
+def curve_at(record: dict, millions: float) -> float | None:
+    """The run's mean score of the last 100 games at `millions` frames: the curve's last point
+    at or before it (None before the curve's first point or past its end)."""
+    frames, scores = record["curve"]["frames"], record["curve"]["mean_return"]
+    if not frames or frames[-1] < millions * 1e6 * 0.99:  # a run cut short is not extrapolated
+        return None
+    before = [score for frame, score in zip(frames, scores) if frame <= millions * 1e6]
+    return before[-1] if before else None
+
+
+def _to_a2c_score(record: dict) -> str:
+    """Frames and minutes of training when the curve first reached the game's A2C score."""
+    curve, score = record["curve"], ANCHORS[record["task"]].a2c
+    for frames, seconds, mean in zip(curve["frames"], curve["seconds"], curve["mean_return"]):
+        if mean is not None and mean >= score:
+            return f"{frames / 1e6:.1f}M frames, {seconds / 60:.0f} min"
+    return "not reached"
+
+
 def markdown(games: dict[str, dict], records: Sequence[dict]) -> str:
     lines = ["# The A3C paper's Atari games on two cores, at 40M frames", "",
              "| game | seeds | frames | minutes | training: last 100 games | 30 games sampled "
@@ -129,6 +152,14 @@ def markdown(games: dict[str, dict], records: Sequence[dict]) -> str:
                      f"{_fmt(evaluated(r, 'greedy'))} | "
                      f"{r['exit_code']} ({r.get('stop_reason')}) | "
                      f"[{r['results']}]({r['results']}/results.md) |")
+    lines += ["", "## Curves", "", "The mean score of the last 100 games the workers played, "
+              "at each 5M frames of training, and when it first reached the game's A2C score.",
+              "", "| game | seed | " + " | ".join(f"{m}M" for m in MARKS) +
+              " | reached A2C's score at |", "|---|---:|" + "---:|" * len(MARKS) + "---|"]
+    for r in records:
+        lines.append(f"| {r['env']} | {r['seed']} | " +
+                     " | ".join(_fmt(curve_at(r, m)) for m in MARKS) +
+                     f" | {_to_a2c_score(r)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -19,7 +19,8 @@ def _record(task, env, seed, sampled, last_100=100.0):
     return {"task": task, "env": env, "seed": seed, "wall_s": 5400.0,
             "steps_per_sec": 1000.0, "exit_code": 0, "stop_reason": "max_steps",
             "final_mean_return_100": last_100, "best_mean_return_100": last_100 + 5,
-            "curve": {"frames": [4_000_000, 40_000_000], "mean_return": [2.0, last_100]},
+            "curve": {"frames": [4_000_000, 40_000_000], "seconds": [600.0, 5400.0],
+                      "mean_return": [2.0, last_100]},
             "evaluation": {"greedy": {**played, "mean_return": sampled / 2},
                            "sampled": played}}
 
@@ -36,6 +37,7 @@ def test_each_game_is_set_beside_its_anchors_with_the_seeds_at_a2c_s_score(tmp_p
         for seed, score in enumerate((300.0, 250.0, 290.0))])
     others = _suite(tmp_path / "others", [
         _record("atari-qbert", "ALE/Qbert-v5", 0, 4000.0),
+        _record("atari-beamrider", "ALE/BeamRider-v5", 0, 3000.0, last_100=2900.0),
         _record("breakout", "MinAtar/Breakout-v1", 0, 20.0)])  # not an Atari game: left out
     out = tmp_path / "table"
     result = subprocess.run([sys.executable, "-m", "benchmarks.atari_games", str(out),
@@ -47,9 +49,13 @@ def test_each_game_is_set_beside_its_anchors_with_the_seeds_at_a2c_s_score(tmp_p
     assert ("| ALE/Breakout-v5 | 3 | 40.00M | 90 | 100.0 | 290.0 / 145.0 | 2/3 | 280 | 398 "
             "| ~150 |") in table
     assert "| ALE/Qbert-v5 | 1 | 40.00M | 90 | 100.0 | 4,000.0 / 2,000.0 | 1/1 | 3,882 |" in table
-    assert "MinAtar" not in table and "BeamRider" not in table
+    assert "MinAtar" not in table and "SpaceInvaders" not in table
+    assert "| ALE/BeamRider-v5 | 0 | 2.0 |" in table and "| 40.0M frames, 90 min |" in table
     assert "| ALE/Breakout-v5 | 1 | 40.00M | 90 | 1,000 | 100.0 | 105.0 | 250.0 ± 20 (200 to " \
            "300) | 125.0 | 0 (max_steps) | [../breakout](../breakout/results.md) |" in table
+    # Each run's curve read every 5M frames, and when it first reached A2C's score.
+    assert ("| ALE/Qbert-v5 | 0 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 100.0 | not reached |"
+            ) in table
     games = json.loads((out / "atari.json").read_text())["games"]
     assert games["atari-breakout"]["median_sampled"] == 290.0
     assert colored_pixels(out / "atari.png") > 100  # the curves are drawn

@@ -1,7 +1,7 @@
 """Draws what the learner logged to TensorBoard in a run (worker 0): the policy's entropy, the
 gradient's global norm before clipping and the value loss, against the update number.
 
-    python losses.py RUN_LOGDIR OUT_FOLDER    # writes losses.csv and losses.png
+    python docs/learning/losses.py RUN_LOGDIR OUT_FOLDER    # writes losses.csv and losses.png
 """
 import csv
 import json
