@@ -50,6 +50,7 @@ WAIT_MESSAGE_SECS = 10.0
 # canonical code of the AbortedError they come in (tf.errors.ABORTED).
 DUPLICATE_REQUEST = "request was received twice"
 ABORTED = 10
+CANCELLED = 1  # tf.errors.CANCELLED
 # Refusals in a row a step is run again for: one in 43,000 steps is chance, three in a row
 # is not, and is left to a new session, then to the lost-ps path.
 DUPLICATE_RETRIES = 3
@@ -280,6 +281,8 @@ def describe_duplicate(error: BaseException) -> str:
     """One short line for a refused duplicate request: TF's message carries the whole
     request, which can run to kilobytes."""
     text = str(error)
+    if getattr(error, "error_code", None) == CANCELLED:
+        return "the step run again after a refused duplicate request was cancelled"
     task = re.search(r"From (/job:[^:]+:\d+/task:\d+)", text)
     method = re.search(r"The same (.+?) request was received twice", text)
     return (f"{task.group(1) if task else 'a task'} refused "
@@ -291,12 +294,18 @@ def retry_duplicates(run: Callable[[], T], on_duplicate: Callable[[BaseException
                      | None = None, retries: int = DUPLICATE_RETRIES) -> T:
     """run(), again after each refusal of a duplicate request (is_duplicate_request), up to
     `retries` in a row; on_duplicate(error, count in a row) is told of each. Any other error,
-    or one refusal more, is raised."""
+    or one refusal more, is raised.
+
+    The step run again right after a refusal may itself be cancelled (a CancelledError,
+    "RecvFromRemoteAsync is cancelled", on a read of the ps: seen once in a 40M-frame Q*bert
+    run, where it cost worker 0 a restart): while the refused step is being torn down, that
+    is part of the refusal, and is run again too, within the same `retries`."""
     for attempt in itertools.count(1):
         try:
             return run()
         except Exception as error:
-            if attempt > retries or not is_duplicate_request(error):
+            torn_down = attempt > 1 and getattr(error, "error_code", None) == CANCELLED
+            if attempt > retries or not (is_duplicate_request(error) or torn_down):
                 raise
             if on_duplicate is not None:
                 on_duplicate(error, attempt)

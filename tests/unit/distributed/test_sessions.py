@@ -130,6 +130,8 @@ def test_a_duplicate_is_told_in_one_short_line_naming_the_task_and_the_request()
     assert sessions.describe_duplicate(Refusal(sessions.ABORTED, DUPLICATE)) == (
         "/job:ps/replica:0/task:0 refused a RunGraph (Worker) request as one it had already "
         "received (a repeated request id, docs/operations.md), and ran none of it")
+    assert sessions.describe_duplicate(Refusal(1, "RecvFromRemoteAsync is cancelled")) == (
+        "the step run again after a refused duplicate request was cancelled")
 
 
 def test_a_refused_step_is_run_again_but_a_refusal_that_repeats_is_raised():
@@ -151,12 +153,34 @@ def test_a_refused_step_is_run_again_but_a_refusal_that_repeats_is_raised():
         sessions.retry_duplicates(always_refused, lambda _, n: told.append(n))
     assert told == [1, 2, 1, 2, 3]  # DUPLICATE_RETRIES, then the error
 
+    # A step cancelled right after a refusal (while the refused one is torn down) is part of
+    # it and runs again; a cancelled step with no refusal before it is raised.
+    outcomes = [Refusal(sessions.ABORTED, DUPLICATE), Refusal(1, "RecvFromRemoteAsync is "
+                                                              "cancelled"), "fetched"]
+
+    def refused_then_cancelled():
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    assert sessions.retry_duplicates(refused_then_cancelled, lambda _, n: told.append(n)) \
+        == "fetched"
+    assert told == [1, 2, 1, 2, 3, 1, 2]
+
+    def cancelled():
+        raise Refusal(1, "RecvFromRemoteAsync is cancelled")
+
+    with pytest.raises(Refusal, match="cancelled"):
+        sessions.retry_duplicates(cancelled, lambda _, n: told.append(n))
+    del told[:]
+
     def lost_ps():
         raise Refusal(14, "Socket closed")
 
     with pytest.raises(Refusal, match="Socket closed"):
         sessions.retry_duplicates(lost_ps, lambda _, n: told.append(n))
-    assert told == [1, 2, 1, 2, 3]
+    assert told == []
 
 
 def test_a_step_refused_as_a_duplicate_runs_again_then_in_a_new_session(listening_ps):
