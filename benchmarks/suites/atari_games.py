@@ -96,9 +96,9 @@ def _spread(record: dict) -> str:
     played = (record.get("evaluation") or {}).get("sampled")
     if not played or "mean_return" not in played:
         return "-"
-    sd = f" ± {played['std_return']:.0f}" if "std_return" in played else ""
-    return (f"{played['mean_return']:.1f}{sd} ({played['min_return']:g} to "
-            f"{played['max_return']:g})")
+    sd = f" ± {played['std_return']:,.0f}" if "std_return" in played else ""
+    return (f"{played['mean_return']:,.1f}{sd} ({played['min_return']:,.0f} to "
+            f"{played['max_return']:,.0f})")
 
 
 MARKS = tuple(range(5, 45, 5))  # millions of frames at which each run's curve is read

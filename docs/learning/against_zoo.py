@@ -59,8 +59,11 @@ if __name__ == "__main__":
         sys.stderr.write("usage: against_zoo.py RECORD [OTHER_RECORD LABEL]...\n")
         sys.exit(2)
     for given in [sys.argv[1], *sys.argv[2::2]]:
-        if not (Path(given) / "results.json").is_file():
-            sys.stderr.write(f"against_zoo.py: {given} has no results.json (not a record)\n")
+        try:
+            _curve(_record(Path(given)))
+        except (OSError, ValueError, LookupError, TypeError):
+            sys.stderr.write(f"against_zoo.py: {given} has no learning suite's results.json "
+                             "with a run's curve (not a record)\n")
             sys.exit(2)
     if _record(Path(sys.argv[1])).get("task") not in ZOO_RUNS:
         sys.stderr.write(f"against_zoo.py: no rl-zoo run of {sys.argv[1]}'s game; known: "

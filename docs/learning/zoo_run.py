@@ -26,8 +26,14 @@ def games(path: Path) -> list[tuple[float, float]]:
     lines = path.read_text(encoding="ascii").splitlines()
     if not lines or not lines[0].startswith("#"):
         raise ValueError(f"{path} is not a Monitor file (no '#' header)")
-    rows = list(csv.DictReader(lines[1:]))
-    total = sum(int(row["l"]) for row in rows)
+    try:
+        rows = list(csv.DictReader(lines[1:]))
+        total = sum(int(row["l"]) for row in rows)
+        [float(row["r"]) for row in rows]
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{path}: a row without a whole game's r and l") from None
+    if total <= 0:
+        raise ValueError(f"{path}: no game in it")
     ends, elapsed = [], 0
     for row in rows:
         elapsed += int(row["l"])
@@ -50,10 +56,20 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: zoo_run.py OUT.json SOURCE MONITOR_CSV...\n")
         return 2
     out, source, files = Path(argv[0]), argv[1], [Path(a) for a in argv[2:]]
+    if out in files or len(set(files)) < len(files):
+        sys.stderr.write("zoo_run.py: each monitor file once, and OUT none of them\n")
+        return 2
     try:
         ends = [end for path in files for end in games(path)]
-    except (OSError, ValueError, KeyError) as error:
+    except (OSError, ValueError) as error:
         sys.stderr.write(f"zoo_run.py: {error}\n")
+        return 2
+    points = curve(ends)
+    if not points:
+        sys.stderr.write(f"zoo_run.py: {len(ends)} games, fewer than the {WINDOW} a mean takes\n")
+        return 2
+    if not out.parent.is_dir():
+        sys.stderr.write(f"zoo_run.py: {out.parent} is not a folder\n")
         return 2
     out.write_text(json.dumps({
         "source": source,
@@ -61,7 +77,7 @@ def main(argv: list[str]) -> int:
                   "scaled so it ends at 40M frames; the games merged in frame order; mean "
                   "score of the last 100 whole games every 0.25M frames (docs/learning/"
                   "zoo_run.py)",
-        "frames_mean_return_100": curve(ends)}) + "\n")
+        "frames_mean_return_100": points}) + "\n")
     print(f"{out}: {len(ends)} games")
     return 0
 

@@ -39,9 +39,14 @@ def test_each_game_is_set_beside_its_anchors_with_the_seeds_at_a2c_s_score(tmp_p
         _record("atari-qbert", "ALE/Qbert-v5", 0, 4000.0),
         _record("atari-beamrider", "ALE/BeamRider-v5", 0, 3000.0, last_100=2900.0),
         _record("breakout", "MinAtar/Breakout-v1", 0, 20.0)])  # not an Atari game: left out
+    # Space Invaders crosses A2C's 627 at 12M frames and 30 minutes, and its run ends at 20M.
+    invaders = _record("atari-spaceinvaders", "ALE/SpaceInvaders-v5", 0, 700.0, last_100=650.0)
+    invaders["curve"] = {"frames": [4_000_000, 12_000_000, 20_000_000],
+                         "seconds": [600.0, 1800.0, 3000.0], "mean_return": [200.0, 640.0, 650.0]}
+    others = _suite(tmp_path / "invaders", [invaders]), others
     out = tmp_path / "table"
     result = subprocess.run([sys.executable, "-m", "benchmarks.atari_games", str(out),
-                             str(breakout), str(others)], capture_output=True, text=True,
+                             str(breakout), *map(str, others)], capture_output=True, text=True,
                             cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
     table = (out / "atari.md").read_text()
@@ -49,7 +54,10 @@ def test_each_game_is_set_beside_its_anchors_with_the_seeds_at_a2c_s_score(tmp_p
     assert ("| ALE/Breakout-v5 | 3 | 40.00M | 90 | 100.0 | 290.0 / 145.0 | 2/3 | 280 | 398 "
             "| ~150 |") in table
     assert "| ALE/Qbert-v5 | 1 | 40.00M | 90 | 100.0 | 4,000.0 / 2,000.0 | 1/1 | 3,882 |" in table
-    assert "MinAtar" not in table and "SpaceInvaders" not in table
+    assert "MinAtar" not in table
+    # The curve read at its last reading up to each mark, none past the run's end.
+    assert ("| ALE/SpaceInvaders-v5 | 0 | 200.0 | 200.0 | 640.0 | 650.0 | - | - | - | - | "
+            "12.0M frames, 30 min |") in table
     assert "| ALE/BeamRider-v5 | 0 | 2.0 |" in table and "| 40.0M frames, 90 min |" in table
     assert "| ALE/Breakout-v5 | 1 | 40.00M | 90 | 1,000 | 100.0 | 105.0 | 250.0 ± 20 (200 to " \
            "300) | 125.0 | 0 (max_steps) | [../breakout](../breakout/results.md) |" in table
