@@ -182,7 +182,10 @@ def plot(out: Path, records: Sequence[dict]) -> Path:
                                     (anchor.a3c_paper, "-.", "A3C paper")):
             ax.axhline(value, color="gray", linestyle=style, linewidth=1, label=label)
         ax.set_title(runs[0]["env"] if runs else game)
+        if not runs:
+            ax.text(20, anchor.ppo / 2, "no run yet", ha="center", color="gray")
         ax.set_xlim(0, 40)
+        ax.set_ylim(bottom=0)  # the four games' scores are never negative
         ax.set_xlabel("frames (millions)")
         ax.set_ylabel("mean score, last 100 games")
         ax.grid(alpha=0.3)
