@@ -27,17 +27,16 @@ def games(path: Path) -> list[tuple[float, float]]:
     if not lines or not lines[0].startswith("#"):
         raise ValueError(f"{path} is not a Monitor file (no '#' header)")
     try:
-        rows = list(csv.DictReader(lines[1:]))
-        total = sum(int(row["l"]) for row in rows)
-        [float(row["r"]) for row in rows]
+        played = [(int(row["l"]), float(row["r"])) for row in csv.DictReader(lines[1:])]
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"{path}: a row without a whole game's r and l") from None
+    total = sum(length for length, _ in played)
     if total <= 0:
         raise ValueError(f"{path}: no game in it")
     ends, elapsed = [], 0
-    for row in rows:
-        elapsed += int(row["l"])
-        ends.append((elapsed / total * BUDGET, float(row["r"])))
+    for length, score in played:
+        elapsed += length
+        ends.append((elapsed / total * BUDGET, score))
     return ends
 
 
