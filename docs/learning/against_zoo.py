@@ -33,15 +33,16 @@ def _curve(record: dict) -> tuple[list, list]:
     return [f / 1e6 for f, _ in points], [r for _, r in points]
 
 
-def main(folder: Path, record: dict, others: list[tuple[dict, str]]) -> None:
+def main(folder: Path, record: dict, curve: tuple[list, list],
+         others: list[tuple[tuple[list, list], str]]) -> None:
     seed, target = record["seed"], record["target"]
     zoo = json.loads(ZOO_RUNS[record["task"]].read_text())["frames_mean_return_100"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot([f / 1e6 for f, _ in zoo], [r for _, r in zoo], color="grey",
             label=f"rl-baselines3-zoo's own A2C run (final agent: {target:,.0f} sampled)")
     for i, (other, label) in enumerate(others, start=1):
-        ax.plot(*_curve(other), color=f"C{i}", label=label)
-    ax.plot(*_curve(record), color="C0", label=f"this run: seed {seed}")
+        ax.plot(*other, color=f"C{i}", label=label)
+    ax.plot(*curve, color="C0", label=f"this run: seed {seed}")
     ax.axhline(target, color="black", linewidth=0.6, linestyle=":")
     game = record["env"].removeprefix("ALE/").removesuffix("-v5")
     ax.set(xlabel="frames (millions)", ylabel="mean score of the last 100 whole games",
@@ -57,11 +58,11 @@ if __name__ == "__main__":
     if len(sys.argv) < 2 or len(sys.argv) % 2:
         sys.stderr.write("usage: against_zoo.py RECORD [OTHER_RECORD LABEL]...\n")
         sys.exit(2)
-    records = []
+    records, curves = [], []  # each given record read, and its curve taken, once
     for given in [sys.argv[1], *sys.argv[2::2]]:
         try:
             records.append(_record(Path(given)))
-            _curve(records[-1])
+            curves.append(_curve(records[-1]))
         except (OSError, ValueError, LookupError, TypeError):
             sys.stderr.write(f"against_zoo.py: {given} has no learning suite's results.json "
                              "with a run's curve (not a record)\n")
@@ -70,4 +71,4 @@ if __name__ == "__main__":
         sys.stderr.write(f"against_zoo.py: no rl-zoo run of {sys.argv[1]}'s game; known: "
                          + ", ".join(ZOO_RUNS) + "\n")
         sys.exit(2)
-    main(Path(sys.argv[1]), records[0], list(zip(records[1:], sys.argv[3::2])))
+    main(Path(sys.argv[1]), records[0], curves[0], list(zip(curves[1:], sys.argv[3::2])))
