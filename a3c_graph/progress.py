@@ -13,7 +13,11 @@ from them. Keys of a progress file:
   its start-up, written in a report of its own at once),
   lowest_mean_return_100 (the lowest cluster mean this task read since its last write: a
   dip between two writes is not missed), entropy (the policy's mean entropy over this
-  task's updates since its last write; None if it made none).
+  task's updates since its last write; None if it made none), and over the same updates
+  the means of LEARNER_DIAGNOSTICS (None where the writer does not measure them):
+  grad_norm (before clipping), value_loss, lag_gradient and lag_apply (the policy lag in
+  global updates from the weights that acted a rollout to those its gradient was computed
+  on, and to the globals it was applied to).
 
 Each write is also appended as one JSON line to <logdir>/progress/worker_<i>.jsonl: the
 run's history, from which run_timing takes start-up and steps/s (for summary.json and
@@ -44,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 STOP_REASON_PRIORITY = ("solved", "max_steps", "max_seconds", "signal")
+LEARNER_DIAGNOSTICS = ("grad_norm", "value_loss", "lag_gradient", "lag_apply")
 LAUNCHES_FILE = "launches.jsonl"
 
 
@@ -83,12 +88,15 @@ class ProgressFile:
         self.training_started: float | None = None
         self.lowest_mean = math.nan
         self.entropies: list[float] = []
+        self.diagnostics: dict[str, list[float]] = {}
 
     def update(self, global_stats: Mapping[str, Any], local_steps: int,
-               entropy: float | None = None) -> None:
+               entropy: float | None = None,
+               diagnostics: Mapping[str, float] | None = None) -> None:
         """After each applied update: the cluster's counters as it returned them
         (global_step, env_steps, episodes, mean_return_100), the env steps this task just
-        added and, if it learned from them, the policy's mean entropy on them.
+        added and, if it learned from them, the policy's mean entropy on them and any of
+        LEARNER_DIAGNOSTICS measured on that update.
 
         The first call ends start-up (training_started) and makes a report due at once; the
         steps of that first rollout, collected during start-up, count in local_env_steps but
@@ -104,6 +112,8 @@ class ProgressFile:
         self.lowest_mean = min(self.lowest_mean, self.mean_return_100, key=_nan_last)
         if entropy is not None:
             self.entropies.append(float(entropy))
+        for key, value in (diagnostics or {}).items():
+            self.diagnostics.setdefault(key, []).append(float(value))
 
     def due(self) -> bool:
         return time.time() - self.last_write >= self.progress_secs
@@ -133,12 +143,15 @@ class ProgressFile:
             "lowest_mean_return_100": _rounded(self.lowest_mean),
             "entropy": _rounded(sum(self.entropies) / len(self.entropies), 5)
             if self.entropies else None,
+            **{key: _rounded(sum(values) / len(values), 5) if values else None
+               for key in LEARNER_DIAGNOSTICS
+               for values in [self.diagnostics.get(key, [])]},
         }
         write_json_atomic(self.path, record)
         with open(self.path.with_suffix(".jsonl"), "a", encoding="utf-8") as history:
             history.write(json.dumps(record, sort_keys=True) + "\n")
         self.last_write = now
-        self.lowest_mean, self.entropies = self.mean_return_100, []
+        self.lowest_mean, self.entropies, self.diagnostics = self.mean_return_100, [], {}
 
 
 def json_number(value: float | None) -> float | None:

@@ -18,12 +18,13 @@ from collections import deque
 from a3c_graph.cli import WORKER_PROG as PROG
 from a3c_graph.core.stats import RECENT_EPISODES, training_stop_reason
 from a3c_graph.distributed.sessions import WAIT_MESSAGE_SECS, describe_duplicate, run_step
-from a3c_graph.progress import ProgressFile
+from a3c_graph.progress import LEARNER_DIAGNOSTICS, ProgressFile
 
 # Updates in a row whose loss or gradients are NaN/inf before a worker stops.
 NONFINITE_PATIENCE = 20
 # The training step's scalars TensorBoard shows as the mean over each progress interval.
 LOSS_SCALARS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm")
+LAG_SCALARS = ("lag_gradient", "lag_apply")
 
 
 class ProgressReporter:
@@ -45,13 +46,17 @@ class ProgressReporter:
         """After each training step: `fetched` is its TrainFetches (worker_graph.py)."""
         self.fetched = fetched
         learned = self.config.learn and not fetched.update_skipped
+        diagnostics = ({key: float(getattr(fetched, key)) for key in LEARNER_DIAGNOSTICS}
+                       if learned else None)
         self.file.update(fetched.counters._asdict(), int(fetched.rollout_steps),
-                         float(fetched.entropy) if learned else None)
+                         float(fetched.entropy) if learned else None, diagnostics)
         self.returns.extend(float(r) for r in fetched.finished_returns)
         self.lengths.extend(int(n) for n in fetched.finished_lengths)
         for key in LOSS_SCALARS:
             self.scalars.setdefault(f"loss/{key}", []).append(float(getattr(fetched, key)))
         self.scalars.setdefault("perf/queue_size", []).append(float(fetched.queue_size))
+        for key in LAG_SCALARS:
+            self.scalars.setdefault(f"policy_lag/{key}", []).append(float(getattr(fetched, key)))
         # The rate Adam applied; a skipped update's 0 is not a rate the schedule gave.
         if learned:
             self.scalars.setdefault("train/learning_rate", []).append(
@@ -60,15 +65,18 @@ class ProgressReporter:
     def due(self) -> bool:
         return self.file.due()
 
-    def write(self, state: str, stop_reason: str | None = None) -> None:
+    def write(self, state: str, stop_reason: str | None = None,
+              extra: dict | None = None) -> None:
+        """The progress file, and the interval's summaries with `extra` scalars (by tag)."""
         self.file.write(state, stop_reason)
         if self.fetched is not None:
-            self._summaries(int(self.fetched.counters.global_step), self.file.mean_return_100)
+            self._summaries(int(self.fetched.counters.global_step), self.file.mean_return_100,
+                            extra or {})
 
-    def _summaries(self, global_step: int, mean_100: float) -> None:
+    def _summaries(self, global_step: int, mean_100: float, extra: dict) -> None:
         import tensorflow as tf
 
-        values = {"perf/env_steps_per_sec": self.file.steps_per_sec}
+        values = {"perf/env_steps_per_sec": self.file.steps_per_sec, **extra}
         if self.returns:
             values["episode/return"] = sum(self.returns) / len(self.returns)
             values["episode/length"] = sum(self.lengths) / len(self.lengths)
@@ -140,7 +148,10 @@ def learner_loop(creator, hooks, worker_graph, config, spec, progress: ProgressR
             if reason:
                 break
             if progress.due():
-                progress.write("running")
+                # The chief alone reads the optimizer's state off the ps (the same for all).
+                extra = (session.run(worker_graph.optimizer_state, options=options)
+                         if spec.is_chief and worker_graph.optimizer_state else None)
+                progress.write("running", extra=extra)
         progress.write("done", stop_reason=reason)
     stop.in_loop = False
     return reason, error

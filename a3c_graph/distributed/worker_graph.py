@@ -65,6 +65,9 @@ class TrainFetches(NamedTuple):
     learning_rate: Any        # the rate Adam applied (0 for a skipped update)
     update_skipped: Any       # bool: NaN/inf loss or gradients, nothing applied
     queue_size: Any           # rollouts waiting after this one was dequeued
+    lag_gradient: Any         # the policy lag, in global updates, from the weights that
+    lag_apply: Any            # acted the rollout to those its gradient is computed on, and
+                              # to the globals it is applied to
     rollout_steps: Any        # agent steps in the rollout (T x B)
     finished_returns: Any     # [K] whole episodes that ended in the rollout
     finished_lengths: Any     # [K]
@@ -79,6 +82,7 @@ class WorkerGraph:
     global_network: object
     saver: tf1.train.Saver
     local_init_op: tf.Operation  # initializes the local variables, then syncs the local copy
+    optimizer_state: dict  # TensorBoard tag -> scalar tensor (optimizer_state); read by the chief
 
 
 @dataclass
@@ -101,6 +105,8 @@ class Learner:
     finished_lengths: tf.Tensor  # [K]
     rollout_steps: int
     env_steps_seen: tf.Variable  # the cluster's env steps as last read: the rate's anneal
+    acting_version: tf.Tensor  # the global step the weights that acted the rollout were read at
+    learning_version: tf.Tensor  # the global step of the weights the gradient is computed on
 
 
 def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
@@ -119,18 +125,22 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     with tf1.device(worker_device):
         local_network = build_network(info.obs_shape, info.num_actions, config, "local",
                                       local=True)
-        queue = build_actors_and_queue(local_network, env_batches, config)
+        local_version = _local_version()
+        queue = build_actors_and_queue(local_network, env_batches, config, local_version)
         rollout = queue.dequeue()
     if not config.learn:  # the acting ceiling: each rollout counted, nothing learned
-        return count_on_ps(globals_, local_network, rollout, queue, spec.task, worker_device)
+        return count_on_ps(globals_, local_network, local_version, rollout, queue, spec.task,
+                           worker_device)
     with tf1.device(worker_device):
-        learner = build_learner(local_network, rollout, config)
-    counters = exchange_with_ps(globals_, local_network, learner, spec.task, worker_device,
-                                config)
+        learner = build_learner(local_network, local_version, rollout, config)
+    counters = exchange_with_ps(globals_, local_network, local_version, learner, spec.task,
+                                worker_device, config)
     with tf1.device(worker_device):
         fetches = train_fetches(learner, counters, queue)
-        saver, local_init_op = build_sync(globals_, local_network, learner.env_steps_seen)
-    return WorkerGraph(fetches, globals_.network, saver, local_init_op)
+        saver, local_init_op = build_sync(globals_, local_network, local_version,
+                                          learner.env_steps_seen)
+        state = optimizer_state(globals_, config)
+    return WorkerGraph(fetches, globals_.network, saver, local_init_op, state)
 
 
 def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
@@ -151,11 +161,19 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     return Globals(network, global_step, stats)
 
 
-def build_actors_and_queue(local_network, env_batches: list[EnvBatch],
-                           config: A3CConfig) -> RolloutQueue:
+def _local_version() -> tf.Variable:
+    """The local copy's version: the global step its weights were read at (a local variable,
+    never saved), from which the policy lag is measured."""
+    return tf1.get_variable("local_version", [], tf.int64, initializer=tf1.zeros_initializer(),
+                            trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+
+
+def build_actors_and_queue(local_network, env_batches: list[EnvBatch], config: A3CConfig,
+                           local_version: tf.Variable) -> RolloutQueue:
     """One actor per EnvBatch: a whole rollout of config.rollout_length steps in a
     tf.while_loop acting on the local copy (core/rollout.py), enqueued by a QueueRunner
-    thread of its own into one FIFOQueue."""
+    thread of its own into one FIFOQueue. Each rollout carries the local copy's version as
+    it started (its acting_version)."""
     with tf.name_scope("actors"):
         if local_network.recurrent:
             def policy(obs, state):
@@ -167,24 +185,29 @@ def build_actors_and_queue(local_network, env_batches: list[EnvBatch],
                 return sample_actions(logits)
 
         state_shape = local_network.state_shape if local_network.recurrent else None
-        rollouts = [build_rollout(batch, policy, config.rollout_length, state_shape=state_shape)
+        rollouts = [build_rollout(batch, policy, config.rollout_length, state_shape=state_shape,
+                                  version=local_version)
                     for batch in env_batches]
         return RolloutQueue(rollouts, config.queue_capacity)
 
 
-def build_learner(local_network, rollout: dict, config: A3CConfig) -> Learner:
+def build_learner(local_network, local_version: tf.Variable, rollout: dict,
+                  config: A3CConfig) -> Learner:
     """The update a dequeued rollout makes on the local copy (core/learner.py: the A3C loss,
     its clipped gradients, NaN/inf updates zeroed) and the learning rate it applies at,
     annealed by the cluster's env steps as this worker last read them."""
     with tf.name_scope("learner"):
-        update = learner_update(local_network, rollout, config)
+        learning_version = tf.identity(local_version.read_value(), name="learning_version")
+        with tf.control_dependencies([learning_version]):
+            update = learner_update(local_network, rollout, config)
         returns, lengths = finished_episodes(rollout)
         env_steps_seen = tf1.get_variable(
             "env_steps_seen", [], tf.int64, initializer=tf1.zeros_initializer(),
             trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
         learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen)
     return Learner(update, learning_rate, returns, lengths,
-                   rollout["rewards"].shape.num_elements(), env_steps_seen)
+                   rollout["rewards"].shape.num_elements(), env_steps_seen,
+                   rollout["acting_version"], learning_version)
 
 
 def finished_episodes(rollout: dict):
@@ -205,8 +228,9 @@ def ps_tasks_in_order(globals_: Globals) -> dict[str, list[int]]:
             **{device: indices for device, indices in groups.items() if device != stats_device}}
 
 
-def exchange_with_ps(globals_: Globals, local_network, learner: Learner, task: int,
-                     worker_device: str, config: A3CConfig) -> Counters:
+def exchange_with_ps(globals_: Globals, local_network, local_version: tf.Variable,
+                     learner: Learner, task: int, worker_device: str,
+                     config: A3CConfig) -> Counters:
     """The learner's round trip: one message from this worker to each ps task and one back
     (transfer.moved), and nothing between ps tasks.
 
@@ -241,7 +265,8 @@ def exchange_with_ps(globals_: Globals, local_network, learner: Learner, task: i
                 with tf.control_dependencies([applied]):
                     applied = stats.record(task, arrived[-1], learner.rollout_steps)
         returned[device] = _back_from_ps(globals_, indices, device, applied, worker_device)
-    return _refresh_local_copy(local_network, globals_, groups, returned, worker_device)
+    return _refresh_local_copy(local_network, local_version, learner.learning_version, globals_,
+                               groups, returned, worker_device)
 
 
 def _back_from_ps(globals_: Globals, indices: list[int], device: str, after: tf.Operation,
@@ -258,15 +283,19 @@ def _back_from_ps(globals_: Globals, indices: list[int], device: str, after: tf.
         return transfer.moved(outgoing, source=device, destination=worker_device)
 
 
-def _refresh_local_copy(local_network, globals_: Globals, groups: dict[str, list[int]],
+def _refresh_local_copy(local_network, local_version: tf.Variable, learning_version,
+                        globals_: Globals, groups: dict[str, list[int]],
                         returned: dict[str, list], worker_device: str) -> Counters:
     """The local copy assigned the globals' values that came back (`groups` says which
-    variables each ps task sent: ps_tasks_in_order), then the counters."""
+    variables each ps task sent: ps_tasks_in_order) and their version, then the counters."""
     with tf1.device(worker_device), tf.name_scope("refresh_local"):
+        counters = returned[globals_.stats.device][-len(Counters._fields):]
         refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
                                   "refresh_local")
-        counters = returned[globals_.stats.device][-len(Counters._fields):]
-        with tf.control_dependencies([refresh_local]):
+        # After the learner has read the version its gradient was computed on.
+        with tf.control_dependencies([learning_version]):
+            refresh_version = local_version.assign(Counters(*counters).global_step)
+        with tf.control_dependencies([refresh_local, refresh_version]):
             return Counters(*(tf.identity(value) for value in counters))
 
 
@@ -276,10 +305,15 @@ def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> 
     with tf.control_dependencies([learner.env_steps_seen.assign(counters.env_steps)]):
         counters = Counters(*(tf.identity(value) for value in counters))
     update = learner.update
+    # The globals this update was applied to were one update older than the global step
+    # read back after it (concurrent updates of other workers in between make it an upper
+    # bound by those few).
+    lag_apply = counters.global_step - 1 - learner.acting_version
     return TrainFetches(
         counters=counters, loss=update.loss, grad_norm=update.grad_norm,
         learning_rate=learner.learning_rate, update_skipped=tf.logical_not(update.is_finite),
         queue_size=queue.size, rollout_steps=tf.constant(learner.rollout_steps),
+        lag_gradient=learner.learning_version - learner.acting_version, lag_apply=lag_apply,
         finished_returns=learner.finished_returns, finished_lengths=learner.finished_lengths,
         **update.parts)
 
@@ -296,15 +330,52 @@ def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,
         zip(gradients, variables), global_step=global_step)
 
 
-def build_sync(globals_: Globals, local_network, env_steps_seen):
+def optimizer_state(globals_: Globals, config: A3CConfig) -> dict:
+    """The optimizers' state on the ps as a few scalars (TensorBoard's optimizer/ tags).
+
+    Adam: the root mean square over all weights of its first moment m and of sqrt(v), and
+    of the step it takes now in units of the learning rate, m_hat / (sqrt(v_hat) + epsilon)
+    (bias-corrected at t = global step): 1 means every weight moves by a full learning rate
+    each update. RMSProp: the root mean square of sqrt(mean square). A slot is found by its
+    name, "<variable>/<optimizer>[_ps<k>][_1]" (the names every checkpoint holds)."""
+    by_name = {v.op.name: v for v in tf1.global_variables()}
+    sums: dict[str, list] = {"first": [], "second": [], "step": []}
+    t = tf.cast(globals_.global_step.read_value(), tf.float32)
+    for variable in globals_.network.variables:
+        slots = sorted(name for name in by_name if name.startswith(variable.op.name + "/"))
+        if not slots:
+            return {}
+        first = by_name[next(name for name in slots if not name.endswith("_1"))]
+        with tf1.device(variable.device):
+            if config.optimizer == "adam":
+                second = by_name[next(name for name in slots if name.endswith("_1"))]
+                m_hat = first / (1.0 - tf.pow(0.9, t))
+                v_hat = second / (1.0 - tf.pow(0.999, t))
+                sums["first"].append(tf.reduce_sum(tf.square(first)))
+                sums["second"].append(tf.reduce_sum(second))
+                sums["step"].append(tf.reduce_sum(tf.square(
+                    m_hat / (tf.sqrt(v_hat) + config.adam_epsilon))))
+            else:
+                sums["second"].append(tf.reduce_sum(first))
+    count = float(sum(v.shape.num_elements() for v in globals_.network.variables))
+    names = {"first": "optimizer/m_rms", "second": "optimizer/sqrt_v_rms",
+             "step": "optimizer/step_rms_in_lr"}
+    if config.optimizer != "adam":
+        names["second"] = "optimizer/sqrt_mean_square_rms"
+    return {names[key]: tf.sqrt(tf.add_n(parts) / count)
+            for key, parts in sums.items() if parts}
+
+
+def build_sync(globals_: Globals, local_network, local_version: tf.Variable, env_steps_seen):
     """(saver, local init op). The Saver is built last so it covers the optimizers' slots;
     not sharded: the chief fetches every variable and writes one checkpoint, so no ps needs
     the chief's filesystem. The local init op initializes the local variables, then syncs
-    the local copy from the globals (one packed message from each ps task) and reads the
-    cluster's env steps for the learning rate's anneal."""
+    the local copy from the globals (one packed message from each ps task) with its version,
+    and reads the cluster's env steps for the learning rate's anneal."""
     saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
     with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
-        ops = [sync_local_from_global(local_network, globals_.network)]
+        ops = [sync_local_from_global(local_network, globals_.network),
+               local_version.assign(globals_.global_step.read_value())]
         if env_steps_seen is not None:
             ops.append(env_steps_seen.assign(globals_.stats.env_steps.read_value()))
         local_init_op = tf.group(*ops, name="local_init")
@@ -318,8 +389,8 @@ def sync_local_from_global(local_network, global_network):
                      "sync_local_from_global")
 
 
-def count_on_ps(globals_: Globals, local_network, rollout: dict, queue: RolloutQueue,
-                task: int, worker_device: str) -> WorkerGraph:
+def count_on_ps(globals_: Globals, local_network, local_version: tf.Variable, rollout: dict,
+                queue: RolloutQueue, task: int, worker_device: str) -> WorkerGraph:
     """--learn false, the acting ceiling `benchmarks.run --ceiling` measures: each rollout is
     dequeued, its episodes and steps counted on the ps and the global step advanced, and
     nothing is learned; the local copy stays as the local init op synced it."""
@@ -336,10 +407,11 @@ def count_on_ps(globals_: Globals, local_network, rollout: dict, queue: RolloutQ
         back = _back_from_ps(globals_, [], stats.device, counted, worker_device)
     with tf1.device(worker_device):
         zero = tf.constant(0.0)
+        no_lag = tf.constant(0, tf.int64)
         fetches = TrainFetches(
             counters=Counters(*back), loss=zero, policy_loss=zero, value_loss=zero,
             entropy=zero, grad_norm=zero, learning_rate=zero, update_skipped=tf.constant(False),
-            queue_size=queue.size, rollout_steps=tf.constant(steps),
-            finished_returns=returns, finished_lengths=lengths)
-        saver, local_init_op = build_sync(globals_, local_network, None)
-    return WorkerGraph(fetches, globals_.network, saver, local_init_op)
+            queue_size=queue.size, lag_gradient=no_lag, lag_apply=no_lag,
+            rollout_steps=tf.constant(steps), finished_returns=returns, finished_lengths=lengths)
+        saver, local_init_op = build_sync(globals_, local_network, local_version, None)
+    return WorkerGraph(fetches, globals_.network, saver, local_init_op, {})
