@@ -15,9 +15,9 @@ from them. Keys of a progress file:
   dip between two writes is not missed), entropy (the policy's mean entropy over this
   task's updates since its last write; None if it made none), and over the same updates
   the means of LEARNER_DIAGNOSTICS (None where the writer does not measure them):
-  grad_norm (before clipping), value_loss, lag_gradient and lag_apply (the policy lag in
-  global updates from the weights that acted a rollout to those its gradient was computed
-  on, and to the globals it was applied to).
+  grad_norm (before clipping), value_loss and lag_apply (the policy lag: global updates
+  from the weights that acted a rollout, and its gradient was computed on, to the globals
+  it was applied to).
 
 Each write is also appended as one JSON line to <logdir>/progress/worker_<i>.jsonl: the
 run's history, from which run_timing takes start-up and steps/s (for summary.json and
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 STOP_REASON_PRIORITY = ("solved", "max_steps", "max_seconds", "signal")
-LEARNER_DIAGNOSTICS = ("grad_norm", "value_loss", "lag_gradient", "lag_apply")
+LEARNER_DIAGNOSTICS = ("grad_norm", "value_loss", "lag_apply")
 LAUNCHES_FILE = "launches.jsonl"
 
 

@@ -90,6 +90,9 @@ class A3CConfig:
         0.1, "Adam epsilon. Large (as the A3C paper's RMSProp epsilon of 0.1) with raw "
         "advantages, a step shrinks with the gradient once there is little left to learn; "
         "a tiny epsilon would scale gradients of noise up to full-size steps.")
+    adam_beta1: float = _f(
+        0.9, "Adam's beta1, the decay of its first moment (its momentum); 0 turns the "
+        "momentum off.")
     optimizer: str = _f(
         "adam", "How the ps tasks apply the gradients: adam, or rmsprop (the A3C paper's shared "
         "RMSProp and rl-baselines3-zoo's A2C: decay 0.99, no momentum, the mean square "
@@ -173,6 +176,8 @@ class A3CConfig:
         if self.protocol != "ale-v5" and not is_atari(self.env):
             raise ValueError(f"--protocol {self.protocol} is for ALE/ env ids, got "
                              f"--env {self.env}")
+        if not 0.0 <= self.adam_beta1 < 1.0:
+            raise ValueError(f"--adam-beta1 must be in [0, 1), got {self.adam_beta1}")
         for name in ("gamma", "gae_lambda", "repeat_action_probability"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{_flag(name)} must be in [0, 1], got {getattr(self, name)}")

@@ -94,5 +94,5 @@ def build_optimizer(config: A3CConfig, learning_rate, suffix: str = ""):
         return tf.compat.v1.train.RMSPropOptimizer(
             learning_rate, decay=0.99, momentum=0.0, epsilon=config.rmsprop_epsilon,
             name="RMSProp" + suffix)
-    return tf.compat.v1.train.AdamOptimizer(learning_rate, epsilon=config.adam_epsilon,
-                                            name="Adam" + suffix)
+    return tf.compat.v1.train.AdamOptimizer(learning_rate, beta1=config.adam_beta1,
+                                            epsilon=config.adam_epsilon, name="Adam" + suffix)

@@ -410,17 +410,39 @@ class ActorCriticLSTM:
         return logits, values, tf.reshape(next_values, [T * B])
 
 
-def build_network(obs_shape, num_actions, config, scope: str, local: bool = False):
+def build_network(obs_shape, num_actions, config, scope: str, local: bool = False,
+                  variable_factory=graph_variable):
     """The actor-critic for these observations and config.policy, named `scope`."""
     torso, recurrent = resolve_policy(config.policy, obs_shape)
     conv = conv_settings(config) if torso == "cnn" else {}
+    options = {"local": local, "variable_factory": variable_factory, **conv}
     if recurrent:
         return ActorCriticLSTM(obs_shape, num_actions, config.hidden_sizes, config.lstm_size,
-                               torso, scope, local=local, **conv)
+                               torso, scope, **options)
     if torso == "cnn":
-        return ActorCriticCNN(obs_shape, num_actions, config.hidden_sizes, scope, local=local,
-                              **conv)
-    return ActorCriticMLP(obs_shape, num_actions, config.hidden_sizes, scope, local=local)
+        return ActorCriticCNN(obs_shape, num_actions, config.hidden_sizes, scope, **options)
+    return ActorCriticMLP(obs_shape, num_actions, config.hidden_sizes, scope, **options)
+
+
+def network_on_weights(weights: Sequence, obs_shape, num_actions, config, scope: str):
+    """The network of build_network whose forward pass uses the tensors `weights` (one per
+    variable, in network.variables' order) instead of variables: a snapshot of a network's
+    weights, the one its `variables` are, so tf.gradients can be taken with respect to it."""
+    remaining = list(weights)
+
+    def next_weight(name, shape, initializer):
+        del initializer  # nothing is created
+        weight = remaining.pop(0)
+        if weight.shape.as_list() != list(shape):
+            raise RuntimeError(f"weight {name!r} has shape {weight.shape}, the network needs "
+                               f"{list(shape)}")
+        return weight
+
+    network = build_network(obs_shape, num_actions, config, scope,
+                            variable_factory=next_weight)
+    if remaining:
+        raise RuntimeError(f"{len(remaining)} weights left over: not this network's")
+    return network
 
 
 def conv_settings(config) -> dict:

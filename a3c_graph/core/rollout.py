@@ -22,10 +22,6 @@ Rollout tensors are time-major, T refers to the rollout length, B to the envs pe
   episode_lengths [T, B]       its length, else 0
 and for a recurrent policy (state_shape given):
   initial_state [B, *state_shape]  the state the rollout acted on at t = 0
-and where the acting network has a version (the graph worker's local copy, whose version is
-the global step its weights were read at):
-  acting_version [] int64      the version of the weights that acted at t = 0, from which
-                               the learner measures the policy lag
 These fields are listed once, by rollout_fields (name, dtype, shape each): the recorder's
 buffers, the tensors build_rollout returns and, from those tensors, the queue follow that
 list, and B is the EnvBatch's own number of envs.
@@ -59,12 +55,10 @@ class RolloutField(NamedTuple):
 
 
 def rollout_fields(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
-                   state_shape: Sequence[int] | None = None,
-                   versioned: bool = False) -> tuple[RolloutField, ...]:
+                   state_shape: Sequence[int] | None = None) -> tuple[RolloutField, ...]:
     """The fields of one rollout of B envs with observations of `obs_shape` and `obs_dtype`,
     in the order the env steps record them (the module docstring says what each holds);
-    with state_shape, a recurrent policy's initial_state, and with `versioned` the
-    acting_version, after them.
+    with state_shape, a recurrent policy's initial_state last.
 
     The one place a rollout's fields are listed: the recorder's buffers, the tensors
     build_rollout returns, and so the queue and the TF2 variants' signatures follow it.
@@ -82,8 +76,6 @@ def rollout_fields(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
     )
     if state_shape is not None:
         fields += (RolloutField("initial_state", tf.float32, (B, *state_shape)),)
-    if versioned:
-        fields += (RolloutField("acting_version", tf.int64, ()),)
     return fields
 
 
@@ -137,16 +129,13 @@ class RolloutRecorder:
 
 
 def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
-                  state_shape: Sequence[int] | None = None,
-                  version: tf.Variable | None = None) -> dict:
+                  state_shape: Sequence[int] | None = None) -> dict:
     """Tensors of one T-step rollout of `env_batch`, produced entirely in the graph.
 
     policy: observations [B, *obs_shape] -> actions [B] int32 (sampled); with state_shape,
       (observations, state [B, *state_shape]) -> (actions, the state after the step).
     state_shape: a recurrent policy's state per env; the state is carried from rollout to
       rollout in a local variable of this actor (see the module docstring).
-    version: an int64 scalar variable, the version of the weights `policy` acts with; read
-      when the rollout starts into its acting_version.
     """
     info, B = env_batch.info, env_batch.num_envs
     recorder = RolloutRecorder(env_batch, T)
@@ -188,9 +177,6 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
                for field, buffer in zip(recorder.fields, buffers)}
     if recurrent:
         rollout["initial_state"] = tf.identity(initial_state)
-    if version is not None:
-        with tf.control_dependencies([first_obs]):
-            rollout["acting_version"] = tf.identity(version.read_value(), name="acting_version")
     return rollout
 
 

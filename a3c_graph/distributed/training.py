@@ -24,7 +24,7 @@ from a3c_graph.progress import LEARNER_DIAGNOSTICS, ProgressFile
 NONFINITE_PATIENCE = 20
 # The training step's scalars TensorBoard shows as the mean over each progress interval.
 LOSS_SCALARS = ("loss", "policy_loss", "value_loss", "entropy", "grad_norm")
-LAG_SCALARS = ("lag_gradient", "lag_apply")
+LAG_SCALARS = ("lag_apply",)
 
 
 class ProgressReporter:

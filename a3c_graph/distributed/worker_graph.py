@@ -5,10 +5,11 @@ build_worker_graph reads as the algorithm does:
      replica_device_setter, global_step and the cluster's episode statistics on the first ps
      task (universe-starter-agent's layout);
   2. on this worker, the local copy of the network (build_network(..., local=True));
-  3. build_actors_and_queue: the actors' in-graph rollouts, acting on the local copy, and the
-     FIFOQueue their QueueRunner threads fill;
-  4. build_learner: a rollout dequeued, its A3C loss and clipped gradients on the local copy
-     (core/learner.py), and the learning rate of this update;
+  3. build_actors_and_queue: the actors' in-graph rollouts, each acting on a snapshot of the
+     local copy taken as it starts, and the FIFOQueue their QueueRunner threads fill with
+     the rollouts and their snapshots;
+  4. build_learner: a rollout dequeued, its A3C loss and clipped gradients on the weights
+     that acted it (core/learner.py), and the learning rate of this update;
   5. exchange_with_ps: the gradients applied to the globals by an Adam on each ps task, the
      rollout's episodes counted, and the updated globals and the counters brought back into
      the local copy, in one message each way per ps task;
@@ -23,15 +24,20 @@ and the optimizers' names, never from these name scopes:
 tests/unit/distributed/test_checkpoint_names.py holds them against a list written before
 this layout.
 
-The policy lag: the learner computes gradients on the local copy as it is when it dequeues
-a rollout, and the same step's refresh makes the copy newer, so the ps serves one session
-step per rollout, not two (an actor that synced before each rollout cost the ps a step of
-its own). A rollout waits in the queue behind up to --queue-capacity others, each of which
-refreshes the copy when it is learned from, and one refresh can land while the rollout is
-being collected, which then straddles it (its first steps acted on the older copy, its last
-on the newer). With one actor thread the copy is up to queue_capacity + 1 refreshes newer
-than the one that acted (each further actor thread waiting to enqueue can add one). This is
-A3C's usual policy lag between acting and learning, which the on-policy loss ignores.
+The policy lag. A rollout's gradient is the A3C gradient of the policy that acted it, as in
+the A3C paper (sync, act, compute, apply): the actor reads the local copy once as a rollout
+starts (its acting weights, and their version: the global step they were read at), acts
+the whole rollout on them, and enqueues them with the rollout; the learner computes the
+loss and its gradients on those very tensors. Meanwhile the learner's refreshes make the
+local copy newer (one session step per rollout: the refresh rides on the apply), and a
+rollout waits behind up to --queue-capacity others, so the globals its gradient is applied
+to are lag_apply global updates newer than the weights that acted: about (queue_capacity +
+1) x the number of workers, A3C's asynchronous staleness, logged per update.
+
+Computing the gradient on the local copy as it was when the rollout was dequeued instead
+(the on-policy loss on off-policy actions, up to (queue_capacity + 1) refreshes newer than
+the policy that acted) made many workers collapse to a deterministic policy within a few
+hundred updates: docs/learning.md, "Many workers".
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ import tensorflow as tf
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
 from a3c_graph.core.learner import LearnerUpdate, build_optimizer, learner_update, learning_rate_now
-from a3c_graph.core.model import assign_op, build_network
+from a3c_graph.core.model import assign_op, build_network, network_on_weights
 from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended, sample_actions
 from a3c_graph.core.stats import Counters, EpisodeStats
 from a3c_graph.distributed import transfer
@@ -65,10 +71,10 @@ class TrainFetches(NamedTuple):
     learning_rate: Any        # the rate Adam applied (0 for a skipped update)
     update_skipped: Any       # bool: NaN/inf loss or gradients, nothing applied
     queue_size: Any           # rollouts waiting after this one was dequeued
-    lag_gradient: Any         # the policy lag, in global updates, from the weights that
-    lag_apply: Any            # acted the rollout to those its gradient is computed on, and
-                              # to the globals it is applied to
+    lag_apply: Any            # global updates from the weights that acted the rollout
+                              # (and its gradient is computed on) to the globals it is applied to
     rollout_steps: Any        # agent steps in the rollout (T x B)
+    # (no lag between the acting weights and those of the gradient: they are the same)
     finished_returns: Any     # [K] whole episodes that ended in the rollout
     finished_lengths: Any     # [K]
 
@@ -106,7 +112,6 @@ class Learner:
     rollout_steps: int
     env_steps_seen: tf.Variable  # the cluster's env steps as last read: the rate's anneal
     acting_version: tf.Tensor  # the global step the weights that acted the rollout were read at
-    learning_version: tf.Tensor  # the global step of the weights the gradient is computed on
 
 
 def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
@@ -125,14 +130,14 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     with tf1.device(worker_device):
         local_network = build_network(info.obs_shape, info.num_actions, config, "local",
                                       local=True)
-        local_version = _local_version()
-        queue = build_actors_and_queue(local_network, env_batches, config, local_version)
+        local_version = local_version_variable()
+        queue = build_actors_and_queue(local_network, local_version, env_batches, config)
         rollout = queue.dequeue()
     if not config.learn:  # the acting ceiling: each rollout counted, nothing learned
         return count_on_ps(globals_, local_network, local_version, rollout, queue, spec.task,
                            worker_device)
     with tf1.device(worker_device):
-        learner = build_learner(local_network, local_version, rollout, config)
+        learner = build_learner(rollout, config, info)
     counters = exchange_with_ps(globals_, local_network, local_version, learner, spec.task,
                                 worker_device, config)
     with tf1.device(worker_device):
@@ -161,45 +166,70 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     return Globals(network, global_step, stats)
 
 
-def _local_version() -> tf.Variable:
+def local_version_variable() -> tf.Variable:
     """The local copy's version: the global step its weights were read at (a local variable,
     never saved), from which the policy lag is measured."""
     return tf1.get_variable("local_version", [], tf.int64, initializer=tf1.zeros_initializer(),
                             trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
 
 
-def build_actors_and_queue(local_network, env_batches: list[EnvBatch], config: A3CConfig,
-                           local_version: tf.Variable) -> RolloutQueue:
-    """One actor per EnvBatch: a whole rollout of config.rollout_length steps in a
-    tf.while_loop acting on the local copy (core/rollout.py), enqueued by a QueueRunner
-    thread of its own into one FIFOQueue. Each rollout carries the local copy's version as
-    it started (its acting_version)."""
-    with tf.name_scope("actors"):
-        if local_network.recurrent:
-            def policy(obs, state):
-                logits, _, after = local_network.step(obs, state)
-                return sample_actions(logits), after
-        else:
-            def policy(obs):
-                logits, _ = local_network(obs)
-                return sample_actions(logits)
+# The queue's fields beside a rollout's own (core/rollout.py): the weights that acted it,
+# one per variable ("acting_weights/0", ...), and the global step they were read at.
+ACTING_WEIGHTS = "acting_weights/"
+ACTING_VERSION = "acting_version"
 
-        state_shape = local_network.state_shape if local_network.recurrent else None
-        rollouts = [build_rollout(batch, policy, config.rollout_length, state_shape=state_shape,
-                                  version=local_version)
-                    for batch in env_batches]
+
+def build_actors_and_queue(local_network, local_version: tf.Variable,
+                           env_batches: list[EnvBatch], config: A3CConfig) -> RolloutQueue:
+    """One actor per EnvBatch: a whole rollout of config.rollout_length steps in a
+    tf.while_loop (core/rollout.py) acting on the local copy's weights as the rollout
+    starts, enqueued with those weights and their version by a QueueRunner thread of its
+    own into one FIFOQueue."""
+    with tf.name_scope("actors"):
+        rollouts = []
+        for batch in env_batches:
+            # Read once per run of the enqueue op, that is once per rollout; a refresh of the
+            # local copy meanwhile gives the variables new tensors and leaves these as read.
+            weights = [tf.identity(v.read_value()) for v in local_network.variables]
+            version = tf.identity(local_version.read_value())
+            acting = network_on_weights(weights, batch.info.obs_shape, batch.info.num_actions,
+                                        config, "acting_network")
+            rollout = build_rollout(batch, _sampling_policy(acting), config.rollout_length,
+                                    state_shape=acting.state_shape if acting.recurrent else None)
+            rollout.update({f"{ACTING_WEIGHTS}{i}": w for i, w in enumerate(weights)})
+            rollout[ACTING_VERSION] = version
+            rollouts.append(rollout)
         return RolloutQueue(rollouts, config.queue_capacity)
 
 
-def build_learner(local_network, local_version: tf.Variable, rollout: dict,
-                  config: A3CConfig) -> Learner:
-    """The update a dequeued rollout makes on the local copy (core/learner.py: the A3C loss,
-    its clipped gradients, NaN/inf updates zeroed) and the learning rate it applies at,
-    annealed by the cluster's env steps as this worker last read them."""
+def _sampling_policy(network):
+    """The rollout loop's policy (core/rollout.build_rollout): actions sampled from `network`."""
+    if network.recurrent:
+        def policy(obs, state):
+            logits, _, after = network.step(obs, state)
+            return sample_actions(logits), after
+    else:
+        def policy(obs):
+            logits, _ = network(obs)
+            return sample_actions(logits)
+    return policy
+
+
+def acting_weights(rollout: dict) -> list:
+    """The weights that acted a dequeued rollout, in network.variables' order."""
+    count = sum(key.startswith(ACTING_WEIGHTS) for key in rollout)
+    return [rollout[f"{ACTING_WEIGHTS}{i}"] for i in range(count)]
+
+
+def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo) -> Learner:
+    """The update a dequeued rollout makes (core/learner.py: the A3C loss, its clipped
+    gradients, NaN/inf updates zeroed), computed on the weights that acted it, and the
+    learning rate it applies at, annealed by the cluster's env steps as this worker last
+    read them."""
     with tf.name_scope("learner"):
-        learning_version = tf.identity(local_version.read_value(), name="learning_version")
-        with tf.control_dependencies([learning_version]):
-            update = learner_update(local_network, rollout, config)
+        acted = network_on_weights(acting_weights(rollout), info.obs_shape, info.num_actions,
+                                   config, "learner_network")
+        update = learner_update(acted, rollout, config)
         returns, lengths = finished_episodes(rollout)
         env_steps_seen = tf1.get_variable(
             "env_steps_seen", [], tf.int64, initializer=tf1.zeros_initializer(),
@@ -207,7 +237,7 @@ def build_learner(local_network, local_version: tf.Variable, rollout: dict,
         learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen)
     return Learner(update, learning_rate, returns, lengths,
                    rollout["rewards"].shape.num_elements(), env_steps_seen,
-                   rollout["acting_version"], learning_version)
+                   rollout[ACTING_VERSION])
 
 
 def finished_episodes(rollout: dict):
@@ -265,8 +295,8 @@ def exchange_with_ps(globals_: Globals, local_network, local_version: tf.Variabl
                 with tf.control_dependencies([applied]):
                     applied = stats.record(task, arrived[-1], learner.rollout_steps)
         returned[device] = _back_from_ps(globals_, indices, device, applied, worker_device)
-    return _refresh_local_copy(local_network, local_version, learner.learning_version, globals_,
-                               groups, returned, worker_device)
+    return _refresh_local_copy(local_network, local_version, globals_, groups, returned,
+                               worker_device)
 
 
 def _back_from_ps(globals_: Globals, indices: list[int], device: str, after: tf.Operation,
@@ -283,18 +313,16 @@ def _back_from_ps(globals_: Globals, indices: list[int], device: str, after: tf.
         return transfer.moved(outgoing, source=device, destination=worker_device)
 
 
-def _refresh_local_copy(local_network, local_version: tf.Variable, learning_version,
-                        globals_: Globals, groups: dict[str, list[int]],
-                        returned: dict[str, list], worker_device: str) -> Counters:
+def _refresh_local_copy(local_network, local_version: tf.Variable, globals_: Globals,
+                        groups: dict[str, list[int]], returned: dict[str, list],
+                        worker_device: str) -> Counters:
     """The local copy assigned the globals' values that came back (`groups` says which
     variables each ps task sent: ps_tasks_in_order) and their version, then the counters."""
     with tf1.device(worker_device), tf.name_scope("refresh_local"):
         counters = returned[globals_.stats.device][-len(Counters._fields):]
         refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
                                   "refresh_local")
-        # After the learner has read the version its gradient was computed on.
-        with tf.control_dependencies([learning_version]):
-            refresh_version = local_version.assign(Counters(*counters).global_step)
+        refresh_version = local_version.assign(Counters(*counters).global_step)
         with tf.control_dependencies([refresh_local, refresh_version]):
             return Counters(*(tf.identity(value) for value in counters))
 
@@ -313,7 +341,7 @@ def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> 
         counters=counters, loss=update.loss, grad_norm=update.grad_norm,
         learning_rate=learner.learning_rate, update_skipped=tf.logical_not(update.is_finite),
         queue_size=queue.size, rollout_steps=tf.constant(learner.rollout_steps),
-        lag_gradient=learner.learning_version - learner.acting_version, lag_apply=lag_apply,
+        lag_apply=lag_apply,
         finished_returns=learner.finished_returns, finished_lengths=learner.finished_lengths,
         **update.parts)
 
@@ -349,7 +377,7 @@ def optimizer_state(globals_: Globals, config: A3CConfig) -> dict:
         with tf1.device(variable.device):
             if config.optimizer == "adam":
                 second = by_name[next(name for name in slots if name.endswith("_1"))]
-                m_hat = first / (1.0 - tf.pow(0.9, t))
+                m_hat = first / (1.0 - tf.pow(config.adam_beta1, t))
                 v_hat = second / (1.0 - tf.pow(0.999, t))
                 sums["first"].append(tf.reduce_sum(tf.square(first)))
                 sums["second"].append(tf.reduce_sum(second))
@@ -411,7 +439,7 @@ def count_on_ps(globals_: Globals, local_network, local_version: tf.Variable, ro
         fetches = TrainFetches(
             counters=Counters(*back), loss=zero, policy_loss=zero, value_loss=zero,
             entropy=zero, grad_norm=zero, learning_rate=zero, update_skipped=tf.constant(False),
-            queue_size=queue.size, lag_gradient=no_lag, lag_apply=no_lag,
+            queue_size=queue.size, lag_apply=no_lag,
             rollout_steps=tf.constant(steps), finished_returns=returns, finished_lengths=lengths)
         saver, local_init_op = build_sync(globals_, local_network, local_version, None)
     return WorkerGraph(fetches, globals_.network, saver, local_init_op, {})

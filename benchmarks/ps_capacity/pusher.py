@@ -61,7 +61,8 @@ def build_update(tf, config, info, spec):
     build_worker_graph's own (worker_graph.build_globals, worker_graph.exchange_with_ps)."""
     from a3c_graph.core.learner import LearnerUpdate
     from a3c_graph.core.model import build_network
-    from a3c_graph.distributed.worker_graph import Learner, build_globals, exchange_with_ps
+    from a3c_graph.distributed.worker_graph import (Learner, build_globals, exchange_with_ps,
+                                                    local_version_variable)
 
     tf1 = tf.compat.v1
     worker_device = f"/job:worker/task:{spec.task}/cpu:0"
@@ -78,9 +79,11 @@ def build_update(tf, config, info, spec):
         learner = Learner(LearnerUpdate(zero, zero, {}, tf.constant(True), gradients),
                           tf.constant(config.learning_rate), no_episode,
                           tf.zeros([0], tf.int32),
-                          config.rollout_length * config.envs_per_worker, None)
-    counters = exchange_with_ps(globals_, local_network, learner, spec.task, worker_device,
-                                config)
+                          config.rollout_length * config.envs_per_worker, None,
+                          tf.constant(0, tf.int64))
+        local_version = local_version_variable()
+    counters = exchange_with_ps(globals_, local_network, local_version, learner, spec.task,
+                                worker_device, config)
     update = tf.group(*counters, name="update")
     initializers = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
     return update, initializers, globals_.network

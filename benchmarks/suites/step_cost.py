@@ -100,8 +100,9 @@ def measure(env_id: str, B: int, rollouts: int, T: int = DEFAULT_T) -> dict[str,
 
     tf2_costs = {"tf2 policy call": _per_step(policy_calls, rollouts),
                  "tf2 step loop": _per_step(step_loop, rollouts),
-                 "tf2 rollout": _per_step(tf2_common.make_rollout_function(model, recorder),
-                                          rollouts)}
+                 "tf2 rollout": _per_step(tf2_common.make_rollout_function(
+                     tf2_common.FlatWeights(model.variables), tf2_common.network_on(info, config),
+                     recorder), rollouts)}
     tf1.disable_eager_execution()
 
     def in_graph(build) -> float:

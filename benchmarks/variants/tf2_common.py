@@ -7,14 +7,17 @@
   * FlatWeights: a network's variables as one flat float32 vector, read, written or
     updated with one tf.function call (not one eager op per variable), so weights and
     gradients cross processes as one numpy array each.
-  * make_rollout_function: one T-step rollout in one tf.function call, `for t in
-    tf.range(T)` with the policy and the env step through tf.numpy_function, the
+  * make_rollout_function: one T-step rollout in one tf.function call, acting on the local
+    copy's weights as read when it starts (carried with the rollout as its acting_weights,
+    the graph's rule), `for t in tf.range(T)` with the policy and the env step through
+    tf.numpy_function, the
     transitions written by a3c_graph.core.rollout.RolloutRecorder as in the graph variant (what
     TF-Agents' drivers and TensorFlow's actor-critic tutorial do; the Python loop with one
     tf.function call per env step it replaces cost 0.5-0.6 ms a step in TF 2.21,
     benchmarks/PERFORMANCE.md).
-  * make_gradient_function: the clipped gradients of one rollout, flat, with the
-    episodes that ended in it, in one call. The loss is core.learner.learner_loss itself,
+  * make_gradient_function: the clipped gradients of one rollout on the weights that acted
+    it, flat, with the episodes that ended in it, in one call. The loss is
+    core.learner.learner_loss itself,
     so GAE, normalization and the A3C loss are the graph variant's code, and both clip with
     tf.clip_by_global_norm.
   * ParameterHolder: the network everyone trains, with the shared Adam the graph variant's
@@ -49,6 +52,8 @@ from benchmarks.variants.tf2_run import RunStats
 
 # The rollout fields learner_loss reads.
 LEARNER_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_obs")
+# Beside them, the flat weights [N] that acted the rollout (FlatWeights order).
+ACTING_WEIGHTS = "acting_weights"
 
 
 def configure_tensorflow(config: A3CConfig) -> str:
@@ -104,6 +109,16 @@ class ActorCriticCNN(graph_model.ActorCriticCNN):
 TF2Network = ActorCritic | ActorCriticCNN
 
 
+def network_on(info: EnvInfo, config: A3CConfig):
+    """tensors (one per variable) -> the network build_model makes, computing with them
+    (a3c_graph.core.model.network_on_weights): the weights that act a rollout and that its
+    gradient is computed on."""
+    def on_weights(tensors):
+        return graph_model.network_on_weights(tensors, info.obs_shape, info.num_actions,
+                                              config, "acting_network")
+    return on_weights
+
+
 def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
     """The network the graph worker builds for this env and --policy (model.build_network),
     with eager variables. ValueError for the LSTM, which only the graph variant has."""
@@ -154,15 +169,18 @@ class FlatWeights:
             variable.assign(value)
 
 
-def make_rollout_function(model: TF2Network, recorder: RolloutRecorder):
+def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRecorder):
     """tf.function: () -> one T-step rollout of the recorder's B envs, in one call.
 
-    Inside, `for t in tf.range(T)` (a tf.while_loop once traced): the policy on the current
-    observations, then the env step through tf.numpy_function, which records row t of every
-    field (RolloutRecorder.step, the graph variant's own). The loop carries only the
-    observations; one more numpy_function hands the filled buffers over after it, and
-    depends on the last observation, so on every env step. Returns a dict of the
-    recorder's fields, tensors [T, B, ...] (a3c_graph.core.rollout's keys and meanings).
+    Inside, the local copy's weights are read once (`weights`, a FlatWeights of it) and the
+    whole rollout acts on them (`on_weights`: network_on), so a refresh of the copy by the
+    learner meanwhile does not reach it. Then `for t in tf.range(T)` (a tf.while_loop once
+    traced): the policy on the current observations, then the env step through
+    tf.numpy_function, which records row t of every field (RolloutRecorder.step, the graph
+    variant's own). The loop carries only the observations; one more numpy_function hands
+    the filled buffers over after it, and depends on the last observation, so on every env
+    step. Returns a dict of the recorder's fields, tensors [T, B, ...]
+    (a3c_graph.core.rollout's keys and meanings), and ACTING_WEIGHTS [N].
     """
     envs, fields, T = recorder.envs, recorder.fields, recorder.T
     obs_dtype = tf.as_dtype(np.dtype(envs.info.obs_dtype))
@@ -176,14 +194,18 @@ def make_rollout_function(model: TF2Network, recorder: RolloutRecorder):
 
     @tf.function(input_signature=[])
     def rollout():
+        acting_weights = weights.flatten_variables()
+        acting = on_weights(weights.split(acting_weights))
         obs = tf.ensure_shape(tf.numpy_function(envs.observe, [], obs_dtype, stateful=True),
                               obs_shape)
         for t in tf.range(T):
-            actions = sample_actions(model(obs)[0])
+            actions = sample_actions(acting(obs)[0])
             obs = tf.ensure_shape(
                 tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True), obs_shape)
         buffers = tf.numpy_function(collect, [obs], [f.dtype for f in fields], stateful=True)
-        return {f.name: tf.ensure_shape(buffer, f.shape) for f, buffer in zip(fields, buffers)}
+        return {ACTING_WEIGHTS: acting_weights,
+                **{f.name: tf.ensure_shape(buffer, f.shape)
+                   for f, buffer in zip(fields, buffers)}}
 
     return rollout
 
@@ -196,25 +218,26 @@ def learner_signature(fields: Sequence[RolloutField]) -> dict[str, tf.TensorSpec
             if field.name in keys}
 
 
-def make_gradient_function(model: TF2Network, weights: FlatWeights, config: A3CConfig,
+def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
                            fields: Sequence[RolloutField]):
     """tf.function: rollout -> (flat gradients [N] clipped to config.grad_clip_norm, the
     returns [K] of the episodes that ended in it (time-major, so in the order they ended,
     as in the graph), loss parts).
 
     fields: the rollout's (a RolloutRecorder's `fields`), which fix its T and B. The
-    gradients are of learner_loss on `model` as it is when called (FlatWeights order). A
-    TF2 worker's learner, like the graph's, takes them on its local copy when it takes the
-    rollout from the queue, which can be newer than the copy that acted (worker_graph.py's
-    docstring: the policy lag).
+    gradients are of learner_loss on the weights that acted the rollout (its
+    ACTING_WEIGHTS, through `on_weights`: network_on), in FlatWeights order, as the graph
+    worker computes them (worker_graph.py's docstring: the policy lag).
     """
-    signature = learner_signature(fields)
+    signature = {**learner_signature(fields), ACTING_WEIGHTS: weights.spec}
 
     @tf.function(input_signature=[signature])
     def gradients_of(rollout):
+        acting_weights = weights.split(rollout[ACTING_WEIGHTS])
         with tf.GradientTape() as tape:
-            loss, parts = learner_loss(model, rollout, config)
-        gradients = tape.gradient(loss, model.variables)
+            tape.watch(acting_weights)
+            loss, parts = learner_loss(on_weights(acting_weights), rollout, config)
+        gradients = tape.gradient(loss, acting_weights)
         clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
         finished = tf.boolean_mask(rollout["episode_returns"],
                                    episode_ended(rollout["episode_lengths"]))

@@ -8,14 +8,14 @@ The graph worker's design in TF2 code (a3c_graph.core.rollout, a3c_graph.distrib
                      network, put on a queue.Queue(maxsize=--queue-capacity); a put waits
                      while the queue is full, as the graph's FIFOQueue enqueue does.
     learner          (the caller's thread): takes the next rollout, its clipped gradients on
-                     the local copy as it is now (one tf.function call), hands them to
+                     the weights that acted it (one tf.function call), hands them to
                      `exchange` (the variant's way to the parameter holder and back) and
                      sets the local copy from the weights that come back (one call). With
                      --learn false (the acting ceiling) it only counts the rollout.
 
 So acting goes on while the learner computes gradients and waits for the parameter holder,
-and the policy lag is the graph's: a rollout waits behind up to --queue-capacity others,
-and a refresh of the local copy can land while a rollout is being collected. Threads, not
+and the policy lag is the graph's: each rollout acts on the local copy as it starts and its
+gradient is computed on those weights, and it waits behind up to --queue-capacity others. Threads, not
 processes: the tf.function calls and the env's C++ release the GIL; the env step's Python
 takes it.
 
@@ -67,10 +67,12 @@ class TF2Worker:
         with tf.device(device):
             self.model = tf2_common.build_model(info, config)
             self.weights = tf2_common.FlatWeights(self.model.variables)
-            self.rollout_functions = [tf2_common.make_rollout_function(self.model, recorder)
-                                      for recorder in self.recorders]
+            on_weights = tf2_common.network_on(info, config)
+            self.rollout_functions = [
+                tf2_common.make_rollout_function(self.weights, on_weights, recorder)
+                for recorder in self.recorders]
             self.gradients_of = tf2_common.make_gradient_function(
-                self.model, self.weights, config, self.recorders[0].fields)
+                self.weights, on_weights, config, self.recorders[0].fields)
             # Traced now, in start-up, as the graph variant builds its graph before it
             # trains; not by the threads that first call them.
             for function in self.rollout_functions:
@@ -78,7 +80,8 @@ class TF2Worker:
             if self.learning:
                 self.gradients_of.get_concrete_function()
             self.weights.assign.get_concrete_function()
-        self.learner_keys = tuple(tf2_common.learner_signature(self.recorders[0].fields))
+        self.learner_keys = (*tf2_common.learner_signature(self.recorders[0].fields),
+                             tf2_common.ACTING_WEIGHTS)
         self.rollouts: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
         self.stopping = threading.Event()
         self.actor_error: BaseException | None = None
@@ -120,7 +123,7 @@ class TF2Worker:
             return None
 
     def learn(self, rollout: dict) -> RolloutResult:
-        """The result of one rollout: its clipped gradients on the local copy as it is now,
+        """The result of one rollout: its clipped gradients on the weights that acted it,
         or, acting only (--learn false, the acting ceiling), none: the rollout is counted
         and dropped, as the graph's learner does then."""
         env_steps = int(np.prod(rollout["rewards"].shape))

@@ -234,16 +234,19 @@ def tf2_model_like_the_graphs(config: A3CConfig, rollout: dict):
 
 
 def tf2_gradient_step(model, config: A3CConfig, info, rollout: dict):
-    """(clipped gradients, one per variable, loss parts) of one rollout, as a TF2 worker
-    computes them (flat, here split back into its variables' shapes)."""
+    """(clipped gradients, one per variable, loss parts) of one rollout acted on `model`'s
+    weights, as a TF2 worker computes them (flat, here split back into its variables'
+    shapes)."""
     from a3c_graph.core.rollout import rollout_fields
     from benchmarks.variants import tf2_common
 
     fields = rollout_fields(info.obs_shape, info.obs_dtype, *rollout["rewards"].shape)
     weights = tf2_common.FlatWeights(model.variables)
     signature = tf2_common.learner_signature(fields)
-    flat, finished, parts = tf2_common.make_gradient_function(model, weights, config, fields)(
-        {key: rollout[key] for key in signature})
+    gradients_of = tf2_common.make_gradient_function(
+        weights, tf2_common.network_on(info, config), config, fields)
+    flat, finished, parts = gradients_of({**{key: rollout[key] for key in signature},
+                                          tf2_common.ACTING_WEIGHTS: weights.read()})
     done = rollout["terminated"] | rollout["truncated"]
     np.testing.assert_array_equal(finished.numpy(), rollout["episode_returns"][done])
     assert set(parts) >= {"loss", "grad_norm", "policy_loss", "value_loss", "entropy"}

@@ -113,7 +113,7 @@ MUTATIONS = [
              "V(s_t) reused as V(s_{t+1})"),
     # agent
     Mutation("initial-sync", "a3c_graph/distributed/worker_graph.py",
-             "ops = [sync_local_from_global(local_network, globals_.network)]", "ops = []",
+             "ops = [sync_local_from_global(local_network, globals_.network),", "ops = [",
              "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the local copy not synced from the globals before the first rollout"),
