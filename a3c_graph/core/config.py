@@ -90,6 +90,12 @@ class A3CConfig:
         0.1, "Adam epsilon. Large (as the A3C paper's RMSProp epsilon of 0.1) with raw "
         "advantages, a step shrinks with the gradient once there is little left to learn; "
         "a tiny epsilon would scale gradients of noise up to full-size steps.")
+    lag_tolerance: float = _f(
+        4.0, "Policy lag, in global updates from the weights that acted a rollout to the "
+        "globals its gradient is applied to, up to which an update applies at the full "
+        "learning rate; a staler one applies at learning_rate x lag_tolerance / lag, so the "
+        "weights move no further while an update's feedback is on its way however many "
+        "workers there are (docs/learning.md, 'Many workers'). 0 turns the scaling off.")
     adam_beta1: float = _f(
         0.9, "Adam's beta1, the decay of its first moment (its momentum); 0 turns the "
         "momentum off.")
@@ -161,6 +167,13 @@ class A3CConfig:
             return self.learning_rate
         return self.learning_rate * max(0.0, 1.0 - env_steps / self.max_steps)
 
+    def staleness_scale(self, policy_lag: int) -> float:
+        """The factor of the learning rate of an update `policy_lag` global updates stale:
+        the TF2 variants' (the graph worker computes the same: core/learner.staleness_scale)."""
+        if self.lag_tolerance <= 0:
+            return 1.0
+        return min(1.0, self.lag_tolerance / max(policy_lag, 1))
+
     def validate(self) -> None:
         """Raise ValueError with one clear sentence for a setting no run can use."""
         positive_ints = ("envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
@@ -186,7 +199,7 @@ class A3CConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"--{_flag(name)} must be a positive number, got {value}")
-        for name in ("entropy_coef", "value_coef"):
+        for name in ("entropy_coef", "value_coef", "lag_tolerance"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"--{_flag(name)} must be a non-negative number, got {value}")

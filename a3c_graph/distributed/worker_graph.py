@@ -137,7 +137,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         return count_on_ps(globals_, local_network, local_version, rollout, queue, spec.task,
                            worker_device)
     with tf1.device(worker_device):
-        learner = build_learner(rollout, config, info)
+        learner = build_learner(rollout, config, info, globals_.global_step)
     counters = exchange_with_ps(globals_, local_network, local_version, learner, spec.task,
                                 worker_device, config)
     with tf1.device(worker_device):
@@ -221,11 +221,13 @@ def acting_weights(rollout: dict) -> list:
     return [rollout[f"{ACTING_WEIGHTS}{i}"] for i in range(count)]
 
 
-def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo) -> Learner:
+def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
+                  global_step: tf.Variable) -> Learner:
     """The update a dequeued rollout makes (core/learner.py: the A3C loss, its clipped
     gradients, NaN/inf updates zeroed), computed on the weights that acted it, and the
-    learning rate it applies at, annealed by the cluster's env steps as this worker last
-    read them."""
+    learning rate it applies at: annealed by the cluster's env steps as this worker last
+    read them, and scaled down by the rollout's policy lag beyond --lag-tolerance (the
+    global step read off the ps in this very step, before the gradients are sent)."""
     with tf.name_scope("learner"):
         acted = network_on_weights(acting_weights(rollout), info.obs_shape, info.num_actions,
                                    config, "learner_network")
@@ -234,7 +236,8 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo) -> Learner:
         env_steps_seen = tf1.get_variable(
             "env_steps_seen", [], tf.int64, initializer=tf1.zeros_initializer(),
             trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
-        learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen)
+        policy_lag = global_step.read_value() - rollout[ACTING_VERSION]
+        learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen, policy_lag)
     return Learner(update, learning_rate, returns, lengths,
                    rollout["rewards"].shape.num_elements(), env_steps_seen,
                    rollout[ACTING_VERSION])

@@ -52,8 +52,10 @@ from benchmarks.variants.tf2_run import RunStats
 
 # The rollout fields learner_loss reads.
 LEARNER_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_obs")
-# Beside them, the flat weights [N] that acted the rollout (FlatWeights order).
+# Beside them, the flat weights [N] that acted the rollout (FlatWeights order), and their
+# version: the parameter holder's update count when it sent them.
 ACTING_WEIGHTS = "acting_weights"
+ACTING_VERSION = "acting_version"
 
 
 def configure_tensorflow(config: A3CConfig) -> str:
@@ -169,7 +171,8 @@ class FlatWeights:
             variable.assign(value)
 
 
-def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRecorder):
+def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRecorder,
+                          version: tf.Variable | None = None):
     """tf.function: () -> one T-step rollout of the recorder's B envs, in one call.
 
     Inside, the local copy's weights are read once (`weights`, a FlatWeights of it) and the
@@ -180,7 +183,8 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
     variant's own). The loop carries only the observations; one more numpy_function hands
     the filled buffers over after it, and depends on the last observation, so on every env
     step. Returns a dict of the recorder's fields, tensors [T, B, ...]
-    (a3c_graph.core.rollout's keys and meanings), and ACTING_WEIGHTS [N].
+    (a3c_graph.core.rollout's keys and meanings), ACTING_WEIGHTS [N] and ACTING_VERSION
+    (`version`, an int64 variable set with the weights; 0 without one).
     """
     envs, fields, T = recorder.envs, recorder.fields, recorder.T
     obs_dtype = tf.as_dtype(np.dtype(envs.info.obs_dtype))
@@ -195,6 +199,8 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
     @tf.function(input_signature=[])
     def rollout():
         acting_weights = weights.flatten_variables()
+        acting_version = (tf.identity(version.read_value()) if version is not None
+                          else tf.constant(0, tf.int64))
         acting = on_weights(weights.split(acting_weights))
         obs = tf.ensure_shape(tf.numpy_function(envs.observe, [], obs_dtype, stateful=True),
                               obs_shape)
@@ -203,7 +209,7 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
             obs = tf.ensure_shape(
                 tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True), obs_shape)
         buffers = tf.numpy_function(collect, [obs], [f.dtype for f in fields], stateful=True)
-        return {ACTING_WEIGHTS: acting_weights,
+        return {ACTING_WEIGHTS: acting_weights, ACTING_VERSION: acting_version,
                 **{f.name: tf.ensure_shape(buffer, f.shape)
                    for f, buffer in zip(fields, buffers)}}
 
@@ -253,6 +259,7 @@ class RolloutResult:
 
     task: int
     gradients: np.ndarray  # flat float32 [N], clipped (FlatWeights order); [0] acting only
+    acting_version: int  # the holder's update count when it sent the weights that acted
     env_steps: int  # T * B
     finished_returns: list[float]  # returns of the episodes that ended, oldest first
     entropy: float | None  # the policy's mean entropy on the rollout; None acting only
@@ -317,7 +324,10 @@ class ParameterHolder:
         weights = None
         if self.stats.stop_reason is None:  # not after the decision to stop
             if result.gradients.size:  # acting only (--learn false): counted, not applied
-                learning_rate = np.float32(self.config.learning_rate_at(self.stats.env_steps))
+                # The graph worker's rate: annealed, and scaled down by the policy lag.
+                policy_lag = self.stats.global_step - result.acting_version
+                learning_rate = np.float32(self.config.learning_rate_at(self.stats.env_steps)
+                                           * self.config.staleness_scale(policy_lag))
                 with tf.device(self.device):
                     weights = self._apply(result.gradients, learning_rate).numpy()
             self.stats.record(result.task, result.env_steps, result.finished_returns,

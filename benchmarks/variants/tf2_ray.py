@@ -103,7 +103,8 @@ class WorkerActor:
         """Rollouts until the parameter actor says stop; returns its stop reason."""
         from benchmarks.variants import tf2_worker  # imported by __init__ already
 
-        self.worker.set_weights(ray.get(parameters.initial.remote()).weights)
+        initial = ray.get(parameters.initial.remote())
+        self.worker.set_weights(initial.weights, initial.stats["global_step"])
         # One call per update: the gradients go by value, the weights after it come back.
         return tf2_worker.train(self.worker, self.progress,
                                 lambda result: ray.get(parameters.update.remote(result)),

@@ -116,7 +116,7 @@ TF2_HONOURED = frozenset({
     "env", "seed", "preset", "protocol", "repeat_action_probability", "full_action_space",
     "screen_size",
     "frame_stack", "envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
-    "gamma", "gae_lambda", "learning_rate", "anneal_learning_rate", "adam_epsilon", "adam_beta1",
+    "gamma", "gae_lambda", "learning_rate", "anneal_learning_rate", "adam_epsilon", "adam_beta1", "lag_tolerance",
     "optimizer", "rmsprop_epsilon",
     "entropy_coef", "value_coef", "grad_clip_norm", "policy", "hidden_sizes", "conv_filters",
     "conv_kernel", "conv_stride", "conv_padding", "activation", "normalize_advantages",

@@ -67,9 +67,12 @@ class TF2Worker:
         with tf.device(device):
             self.model = tf2_common.build_model(info, config)
             self.weights = tf2_common.FlatWeights(self.model.variables)
+            # The holder's update count when it sent the weights: the rollouts' acting_version.
+            self.version = tf.Variable(0, dtype=tf.int64, trainable=False)
             on_weights = tf2_common.network_on(info, config)
             self.rollout_functions = [
-                tf2_common.make_rollout_function(self.weights, on_weights, recorder)
+                tf2_common.make_rollout_function(self.weights, on_weights, recorder,
+                                                 self.version)
                 for recorder in self.recorders]
             self.gradients_of = tf2_common.make_gradient_function(
                 self.weights, on_weights, config, self.recorders[0].fields)
@@ -89,9 +92,11 @@ class TF2Worker:
                                          daemon=True)
                         for k, fn in enumerate(self.rollout_functions)]
 
-    def set_weights(self, flat: np.ndarray) -> None:
+    def set_weights(self, flat: np.ndarray, version: int) -> None:
+        """The local copy set to the holder's weights after its update number `version`."""
         with tf.device(self.device):
             self.weights.assign(flat)
+            self.version.assign(version)
 
     def start_actors(self) -> None:
         for thread in self.threads:
@@ -130,12 +135,13 @@ class TF2Worker:
         if not self.learning:
             finished = rollout["episode_returns"].numpy()[
                 episode_ended(rollout["episode_lengths"].numpy())]
-            return RolloutResult(self.task, np.zeros(0, np.float32), env_steps,
+            return RolloutResult(self.task, np.zeros(0, np.float32), 0, env_steps,
                                  [float(r) for r in finished], None)
         with tf.device(self.device):
             gradients, finished, parts = self.gradients_of(
                 {key: rollout[key] for key in self.learner_keys})
-        return RolloutResult(self.task, gradients.numpy(), env_steps,
+        return RolloutResult(self.task, gradients.numpy(),
+                             int(rollout[tf2_common.ACTING_VERSION]), env_steps,
                              [float(r) for r in finished.numpy()], float(parts["entropy"]))
 
     def stop(self) -> None:
@@ -174,7 +180,7 @@ def train(worker: TF2Worker, progress: ProgressFile,
                 reason = reply.stop_reason
                 break
             if reply.weights is not None:  # None acting only: nothing was applied
-                worker.set_weights(reply.weights)
+                worker.set_weights(reply.weights, reply.stats["global_step"])
             if progress.due():
                 progress.write("running")
         progress.write("done", stop_reason=reason)
