@@ -62,17 +62,24 @@ def _values(session, variables) -> dict[str, np.ndarray]:
     return dict(zip([v.op.name for v in variables], session.run(variables)))
 
 
-def _update_then(cluster, config, rollout, weights, env_steps, save_to=None) -> dict:
-    """Initialize the globals to `weights` and the cluster's env steps to `env_steps`, sync the
-    local copy (the local init op), put `rollout` on the queue and run one training step."""
+def _update_then(cluster, config, rollout, weights, env_steps, save_to=None, acting=None,
+                 global_step=0) -> dict:
+    """Initialize the globals to `weights`, the cluster's env steps to `env_steps` and its
+    global step to `global_step`, sync the local copy (the local init op), put `rollout` on
+    the queue, acted on the weights `acting` (default: the synced copy's) at version 0, and
+    run one training step."""
     from tests.support.cluster_child import start_servers
 
     servers = start_servers(cluster)
     with tf.Graph().as_default():
-        worker_graph, batch = _worker_graph(cluster, config)
+        built, batch = _worker_graph(cluster, config)
         [runner] = tf1.get_collection(tf1.GraphKeys.QUEUE_RUNNERS)
-        enqueue = runner.queue.enqueue({key: tf.constant(value) for key, value in rollout.items()})
-        network = worker_graph.global_network.variables
+        network = built.global_network.variables
+        acted = acting or weights
+        queued = {**rollout, worker_graph.ACTING_VERSION: np.int64(0),
+                  **{f"{worker_graph.ACTING_WEIGHTS}{i}": acted[name_in_scope(v)]
+                     for i, v in enumerate(network)}}
+        enqueue = runner.queue.enqueue({key: tf.constant(value) for key, value in queued.items()})
         [env_steps_var] = [v for v in tf1.global_variables()
                            if v.op.name == "episode_stats/env_steps"]
         local = [v for v in tf1.local_variables() if v.op.name.startswith("local/")]
@@ -80,30 +87,33 @@ def _update_then(cluster, config, rollout, weights, env_steps, save_to=None) -> 
         with tf1.Session(servers["worker", 0].target) as session:
             session.run(tf1.global_variables_initializer())
             session.run([v.assign(weights[name_in_scope(v)]) for v in network]
-                        + [env_steps_var.assign(env_steps)])
-            session.run(worker_graph.local_init_op)
+                        + [env_steps_var.assign(env_steps),
+                           tf1.train.get_global_step().assign(global_step)])
+            session.run(built.local_init_op)
             local_after_init = _values(session, local)
             session.run(enqueue)
-            fetched = session.run(worker_graph.train_fetches)
+            fetched = session.run(built.train_fetches)
             result = {"local_after_init": local_after_init,
                       "globals": _values(session, tf1.global_variables()),
                       "local": _values(session, local), "env_steps_seen": session.run(seen),
                       "devices": {v.op.name: v.device for v in network},
                       "fetched": {"update_skipped": fetched.update_skipped,
                                   "learning_rate": float(fetched.learning_rate),
+                                  "lag_apply": int(fetched.lag_apply),
                                   **{key: getattr(fetched.counters, key) for key in
                                      ("global_step", "env_steps", "episodes")}}}
             if save_to is not None:
-                result["saved"] = worker_graph.saver.save(
+                result["saved"] = built.saver.save(
                     session, str(Path(save_to) / "model.ckpt"), global_step=1)
     batch.close()
     return result
 
 
-def one_update(cluster, config, rollout, weights, env_steps) -> dict:
+def one_update(cluster, config, rollout, weights, env_steps, acting=None, global_step=0) -> dict:
     """Run in the cluster child: what the globals, the Adam slots and the local copy hold
     after one update."""
-    return _update_then(cluster, config, rollout, weights, env_steps)
+    return _update_then(cluster, config, rollout, weights, env_steps, acting=acting,
+                        global_step=global_step)
 
 
 def adam_first_step(weight, gradient, learning_rate, epsilon, beta1=0.9, beta2=0.999):
@@ -161,10 +171,38 @@ def test_one_update_moves_every_global_by_adams_step_of_its_own_gradient(num_ps,
     done = rollout["terminated"] | rollout["truncated"]
     assert got["fetched"] == {"global_step": 1, "env_steps": ENV_STEPS_BEFORE + T * B,
                               "episodes": int(done.sum()), "update_skipped": False,
+                              "lag_apply": 0,
                               # The rate Adam applied, as TensorBoard shows it.
                               "learning_rate": pytest.approx(learning_rate)}
     # The next update's learning rate is annealed from the counters this one read back.
     assert got["env_steps_seen"] == ENV_STEPS_BEFORE + T * B
+
+
+def test_a_stale_rollouts_gradient_is_its_acting_weights_and_applies_at_a_scaled_rate(
+        in_cluster):
+    """A rollout acted on weights other than the globals (an older copy, as any rollout that
+    waited while other workers updated), learned when the cluster is at global step 30: the
+    globals move by Adam's first step of the clipped gradient of the NumPy loss at the weights
+    that acted, not at the globals or the local copy, at the annealed rate x 4 / 30 (--lag-
+    tolerance 4, a lag of 30 updates), and the update reports that lag."""
+    rollout, weights, acting = queued_rollout(seed=4), network_weights(seed=5), \
+        network_weights(seed=8)
+    global_step = 30
+    got = in_cluster("tests.cluster.test_worker_graph_cluster:one_update", num_ps=1,
+                     config=UPDATE_CONFIG, rollout=rollout, weights=weights,
+                     env_steps=ENV_STEPS_BEFORE, acting=acting, global_step=global_step)
+    gradients = ground_truth.clipped(
+        ground_truth.mlp_semi_gradient(acting, rollout, UPDATE_CONFIG),
+        UPDATE_CONFIG.grad_clip_norm)
+    learning_rate = (UPDATE_CONFIG.learning_rate * (1 - ENV_STEPS_BEFORE / UPDATE_CONFIG.max_steps)
+                     * UPDATE_CONFIG.lag_tolerance / global_step)
+    for name, weight in weights.items():
+        want, _, _ = adam_first_step(weight.astype(np.float64), gradients[name], learning_rate,
+                                     UPDATE_CONFIG.adam_epsilon)
+        np.testing.assert_allclose(got["globals"][f"global/{name}"], want, rtol=0, atol=2e-6,
+                                   err_msg=name)
+    assert got["fetched"]["lag_apply"] == global_step
+    assert got["fetched"]["learning_rate"] == pytest.approx(learning_rate)
 
 
 def test_with_rmsprop_one_update_moves_every_global_by_rmsprops_step(in_cluster):

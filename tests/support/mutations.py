@@ -132,6 +132,20 @@ MUTATIONS = [
              "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[2]",
              "gradients applied to another variable of the same shape"),
+    Mutation("gradient-on-local-copy", "a3c_graph/distributed/worker_graph.py",
+             "acted = network_on_weights(acting_weights(rollout),",
+             "acted = network_on_weights([v.read_value() for v in tf1.local_variables()\n"
+             "                                    if v.op.name.startswith(\"local/\")],",
+             "tests/cluster/test_worker_graph_cluster.py::test_a_stale_rollouts_gradient_is_its_acting"
+             "_weights_and_applies_at_a_scaled_rate",
+             "a rollout's gradient taken on the local copy as refreshed, not on the weights that "
+             "acted it"),
+    Mutation("staleness-scale", "a3c_graph/core/learner.py",
+             "return learning_rate * staleness_scale(policy_lag, config.lag_tolerance)",
+             "return learning_rate",
+             "tests/cluster/test_worker_graph_cluster.py::test_a_stale_rollouts_gradient_is_its_acting"
+             "_weights_and_applies_at_a_scaled_rate",
+             "a stale update applied at the full learning rate"),
     Mutation("anneal", "a3c_graph/core/learner.py",
              "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
              "learning_rate *= 1.0",

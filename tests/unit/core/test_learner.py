@@ -188,11 +188,39 @@ def test_the_learning_rate_op_anneals_linearly_over_max_steps(anneal, env_steps,
     with tf.Graph().as_default():
         seen = tf1.get_variable("seen", [], tf.int64, initializer=tf1.constant_initializer(
             env_steps))
-        rate = learner.learning_rate_now(config, tf.constant(finite), seen)
+        rate = learner.learning_rate_now(config, tf.constant(finite), seen,
+                                         tf.constant(1, tf.int64))
         with tf1.Session() as session:
             session.run(seen.initializer)
             got = session.run(rate)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("lag, tolerance, want", [
+    (0, 4.0, 0.01),   # the first update of a fresh cluster
+    (3, 4.0, 0.01),
+    (4, 4.0, 0.01),   # up to the tolerance: the full rate
+    (5, 4.0, 0.008),  # past it: lr x tolerance / lag
+    (30, 4.0, 0.01 * 4 / 30),  # 15 workers' usual lag
+    (120, 4.0, 0.01 * 4 / 120),  # a worker that started late
+    (120, 0.0, 0.01),  # --lag-tolerance 0: no scaling
+])
+def test_a_stale_update_applies_at_the_rate_scaled_by_tolerance_over_lag(lag, tolerance, want):
+    """The learning rate each ps task's optimizer is given for an update whose gradient was
+    computed `lag` global updates before the globals it is applied to; the TF2 variants'
+    A3CConfig.staleness_scale gives the same factor."""
+    config = dataclasses.replace(CONFIG, learning_rate=0.01, anneal_learning_rate=False,
+                                 lag_tolerance=tolerance)
+    with tf.Graph().as_default():
+        seen = tf1.get_variable("seen", [], tf.int64, initializer=tf1.zeros_initializer())
+        rate = learner.learning_rate_now(config, tf.constant(True), seen,
+                                         tf.constant(lag, tf.int64))
+        with tf1.Session() as session:
+            session.run(seen.initializer)
+            got = session.run(rate)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(config.learning_rate * config.staleness_scale(lag), want,
+                               rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------
