@@ -143,9 +143,9 @@ MUTATIONS = [
     Mutation("staleness-scale", "a3c_graph/core/learner.py",
              "return learning_rate * staleness_scale(policy_lag, config.lag_tolerance)",
              "return learning_rate",
-             "tests/cluster/test_worker_graph_cluster.py::test_a_stale_rollouts_gradient_is_its_acting"
-             "_weights_and_applies_at_a_scaled_rate",
-             "a stale update applied at the full learning rate"),
+             "tests/e2e/test_learns.py::test_sixteen_workers_solve_cartpole_where_stale_full_size_steps"
+             "_collapse",
+             "a stale update applied at the full learning rate: 16 workers collapse"),
     Mutation("anneal", "a3c_graph/core/learner.py",
              "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
              "learning_rate *= 1.0",
