@@ -61,8 +61,12 @@ def build_update(tf, config, info, spec):
     build_worker_graph's own (worker_graph.build_globals, worker_graph.exchange_with_ps)."""
     from a3c_graph.core.learner import LearnerUpdate
     from a3c_graph.core.model import build_network
-    from a3c_graph.distributed.worker_graph import (Learner, build_globals, exchange_with_ps,
-                                                    local_version_variable)
+    from a3c_graph.distributed.worker_graph import (
+        Learner,
+        build_globals,
+        exchange_with_ps,
+        local_version_variable,
+    )
 
     tf1 = tf.compat.v1
     worker_device = f"/job:worker/task:{spec.task}/cpu:0"

@@ -15,9 +15,9 @@ The graph worker's design in TF2 code (a3c_graph.core.rollout, a3c_graph.distrib
 
 So acting goes on while the learner computes gradients and waits for the parameter holder,
 and the policy lag is the graph's: each rollout acts on the local copy as it starts and its
-gradient is computed on those weights, and it waits behind up to --queue-capacity others. Threads, not
-processes: the tf.function calls and the env's C++ release the GIL; the env step's Python
-takes it.
+gradient is computed on those weights, and it waits behind up to --queue-capacity others.
+Threads, not processes: the tf.function calls and the env's C++ release the GIL; the env
+step's Python takes it.
 
 The learner's loop (train) writes the progress file with a3c_graph.progress's one clock:
 start-up ends at the first applied update, and the final report is written as soon as the

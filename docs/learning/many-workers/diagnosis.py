@@ -1,8 +1,8 @@
 """The many-workers diagnosis: what worker 0 of each diagnostic run logged to TensorBoard
 (entropy, gradient norm before clipping, value loss, policy lag, Adam's step), per update.
 
-    python docs/learning/many-workers/diagnosis.py csv RUN_LOGDIR NAME   # NAME.csv from a run's tb/
-    python docs/learning/many-workers/diagnosis.py plot                  # diagnosis.png from the CSVs
+    python docs/learning/many-workers/diagnosis.py csv RUN_LOGDIR NAME  # NAME.csv from its tb/
+    python docs/learning/many-workers/diagnosis.py plot                 # diagnosis.png
 
 The runs' log dirs are not kept; their worker 0 series are, as the CSVs beside this file
 (runs.md says what each ran).
