@@ -112,6 +112,9 @@ class Learner:
     rollout_steps: int
     env_steps_seen: tf.Variable  # the cluster's env steps as last read: the rate's anneal
     acting_version: tf.Tensor  # the global step the weights that acted the rollout were read at
+    copy_version: tf.Tensor | None = None  # the local copy's, when the rollout was learned
+    # The other workers' updates between this worker's last refresh and its last apply.
+    others_since_refresh: tf.Variable | None = None
 
 
 def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
@@ -137,7 +140,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         return count_on_ps(globals_, local_network, local_version, rollout, queue, spec.task,
                            worker_device)
     with tf1.device(worker_device):
-        learner = build_learner(rollout, config, info, globals_.global_step)
+        learner = build_learner(rollout, config, info, local_version)
     counters = exchange_with_ps(globals_, local_network, local_version, learner, spec.task,
                                 worker_device, config)
     with tf1.device(worker_device):
@@ -222,12 +225,16 @@ def acting_weights(rollout: dict) -> list:
 
 
 def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
-                  global_step: tf.Variable) -> Learner:
+                  local_version: tf.Variable) -> Learner:
     """The update a dequeued rollout makes (core/learner.py: the A3C loss, its clipped
     gradients, NaN/inf updates zeroed), computed on the weights that acted it, and the
     learning rate it applies at: annealed by the cluster's env steps as this worker last
-    read them, and scaled down by the rollout's policy lag beyond --lag-tolerance (the
-    global step read off the ps in this very step, before the gradients are sent)."""
+    read them, and scaled down by the rollout's policy lag beyond --lag-tolerance.
+
+    The lag at the apply is the local copy's version less the rollout's, plus the updates
+    the other workers will have applied since the copy was refreshed: taken as many as
+    during this worker's previous update (others_since_refresh), so that the update
+    still crosses the network once each way per ps task."""
     with tf.name_scope("learner"):
         acted = network_on_weights(acting_weights(rollout), info.obs_shape, info.num_actions,
                                    config, "learner_network")
@@ -236,11 +243,15 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
         env_steps_seen = tf1.get_variable(
             "env_steps_seen", [], tf.int64, initializer=tf1.zeros_initializer(),
             trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
-        policy_lag = global_step.read_value() - rollout[ACTING_VERSION]
+        copy_version = tf.identity(local_version.read_value(), name="copy_version")
+        others_since_refresh = tf1.get_variable(
+            "others_since_refresh", [], tf.int64, initializer=tf1.zeros_initializer(),
+            trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        policy_lag = copy_version - rollout[ACTING_VERSION] + others_since_refresh.read_value()
         learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen, policy_lag)
     return Learner(update, learning_rate, returns, lengths,
                    rollout["rewards"].shape.num_elements(), env_steps_seen,
-                   rollout[ACTING_VERSION])
+                   rollout[ACTING_VERSION], copy_version, others_since_refresh)
 
 
 def finished_episodes(rollout: dict):
@@ -332,8 +343,13 @@ def _refresh_local_copy(local_network, local_version: tf.Variable, globals_: Glo
 
 def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> TrainFetches:
     """What a training step returns, once the counters it brought back are noted for the
-    next update's learning rate."""
-    with tf.control_dependencies([learner.env_steps_seen.assign(counters.env_steps)]):
+    next update's learning rate (the anneal's env steps, and the other workers' updates
+    since the last refresh for its lag)."""
+    noted = [learner.env_steps_seen.assign(counters.env_steps)]
+    if learner.others_since_refresh is not None:
+        noted.append(learner.others_since_refresh.assign(
+            counters.global_step - 1 - learner.copy_version))
+    with tf.control_dependencies(noted):
         counters = Counters(*(tf.identity(value) for value in counters))
     update = learner.update
     # The globals this update was applied to were one update older than the global step

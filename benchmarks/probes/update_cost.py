@@ -79,7 +79,7 @@ def measure(run, updates: int) -> dict:
             local = build_network(info.obs_shape, info.num_actions, config, "local", local=True)
             local_version = wg.local_version_variable()
             queue = wg.build_actors_and_queue(local, local_version, [batch], config)
-            learner = wg.build_learner(queue.dequeue(), config, info)
+            learner = wg.build_learner(queue.dequeue(), config, info, local_version)
         counters = wg.exchange_with_ps(globals_, local, local_version, learner, 0, device,
                                        config)
         with tf1.device(device):

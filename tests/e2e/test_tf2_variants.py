@@ -319,7 +319,7 @@ def test_a_tf2_worker_honours_actor_threads_and_queue_capacity():
             np.testing.assert_array_equal(recorder.envs.observe(), twin.observe())
             twin.close()
         assert worker.rollouts.maxsize == 3
-        worker.set_weights(np.zeros(worker.weights.size, np.float32))
+        worker.set_weights(np.zeros(worker.weights.size, np.float32), 0)
         worker.start_actors()
         rollouts = [worker.next_rollout() for _ in range(40)]
         rollout = next(r for r in rollouts if r is not None)
@@ -358,14 +358,35 @@ def test_the_parameter_holder_returns_the_weights_after_each_update():
     holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
     before = holder.initial().weights
     gradients = np.ones_like(before)
-    reply = holder.update(tf2_common.RolloutResult(0, gradients, 256, [10.0], 0.6))
+    reply = holder.update(tf2_common.RolloutResult(0, gradients, 0, 256, [10.0], 0.6))
     # Adam's first step moves every weight by about the learning rate, against the gradient.
     np.testing.assert_allclose(before - reply.weights, config.learning_rate, rtol=0.05)
     assert reply.stats["env_steps"] == 256 and reply.stop_reason is None
     # Acting only (--learn false): the rollout is counted, nothing is applied.
-    acting = holder.update(tf2_common.RolloutResult(1, np.zeros(0, np.float32), 256, [], None))
+    acting = holder.update(tf2_common.RolloutResult(1, np.zeros(0, np.float32), 0, 256, [], None))
     assert acting.weights is None and acting.stats["global_step"] == 2
     np.testing.assert_array_equal(holder.weights.read().numpy(), reply.weights)
+
+
+def test_the_parameter_holder_scales_a_stale_update_by_lag_tolerance_over_lag():
+    """The graph's lag rule in the TF2 variants: three updates of the same gradient, all acted
+    on the initial weights (version 0), arrive when the holder has applied 0, 1 and 2 updates;
+    with --lag-tolerance 1 the first two move each weight by Adam's full step (about the
+    learning rate for a constant gradient), the third, 2 updates stale, by half of it."""
+    from benchmarks.variants import tf2_common
+
+    info, config = _cartpole_info_and_config()
+    config = dataclasses.replace(config, lag_tolerance=1.0)
+    holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
+    weights = [holder.initial().weights]
+    for _ in range(3):
+        reply = holder.update(tf2_common.RolloutResult(0, np.ones_like(weights[0]), 0, 256, [],
+                                                       0.6))
+        weights.append(reply.weights)
+    steps = [before - after for before, after in zip(weights, weights[1:])]
+    np.testing.assert_allclose(steps[0], config.learning_rate, rtol=0.05)
+    np.testing.assert_allclose(steps[1], config.learning_rate, rtol=0.05)
+    np.testing.assert_allclose(steps[2], config.learning_rate / 2, rtol=0.05)
 
 
 def test_the_parameter_holder_applies_rmsprop_when_asked():
@@ -377,7 +398,7 @@ def test_the_parameter_holder_applies_rmsprop_when_asked():
     config = dataclasses.replace(config, optimizer="rmsprop")
     holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
     before = holder.initial().weights
-    reply = holder.update(tf2_common.RolloutResult(0, np.full_like(before, 3.0), 256, [], None))
+    reply = holder.update(tf2_common.RolloutResult(0, np.full_like(before, 3.0), 0, 256, [], None))
     want = config.learning_rate * 3.0 / np.sqrt(0.99 + 0.09 + config.rmsprop_epsilon)
     np.testing.assert_allclose(before - reply.weights, want, rtol=1e-4)
 
