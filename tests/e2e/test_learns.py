@@ -58,6 +58,9 @@ MANY_WORKERS_FLAGS = ["--workers", "16", "--adam-epsilon", "1e-5", "--learning-r
                       "--max-steps", "700000", "--max-seconds", "900"]
 
 
+# slow for now: 17 TF processes on 2 cores beside the rest of the suite made two timing-bound
+# tests elsewhere fail under pytest-xdist (docs/testing.md); make test-all runs it.
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_sixteen_workers_solve_cartpole_where_stale_full_size_steps_collapse(tmp_path):
     summary, _, logdir = train_to_end(tmp_path, *MANY_WORKERS_FLAGS, timeout=1200)

@@ -259,8 +259,10 @@ def test_a_requeued_job_runs_again(cluster, tmp_path):
 
 
 def wait_for_files(directory: Path, pattern: str, count: int, timeout: float = 60.0) -> None:
+    """Wait for `count` files matching `pattern` that have their content: a task's file
+    exists from its open(), a moment before its write, which a loaded machine can stretch."""
     deadline = time.monotonic() + timeout
-    while len(list(directory.glob(pattern))) < count:
+    while len([p for p in directory.glob(pattern) if p.stat().st_size > 0]) < count:
         if time.monotonic() > deadline:
             found = sorted(p.name for p in directory.glob(pattern))
             raise AssertionError(f"{count} files {pattern} expected in {timeout:.0f} s, "
