@@ -118,6 +118,9 @@ def test_ctrl_c_on_the_main_thread_stops_the_run_in_order_then_reaches_the_calle
     """A notebook's interrupt: the run stops as the command's would (its summary says so,
     no task is left), the caller's handlers are back, and the KeyboardInterrupt is theirs."""
     logdir = tmp_path / "run"
+    # A notebook's own SIGINT handler, whatever a test before this one in the same pytest
+    # process left installed.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
     handlers = {signum: signal.getsignal(signum)
                 for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
@@ -127,9 +130,10 @@ def test_ctrl_c_on_the_main_thread_stops_the_run_in_order_then_reaches_the_calle
     try:
         with pytest.raises(KeyboardInterrupt):
             a3c_graph.train(logdir=logdir, workers=1, hidden_sizes=(16,), on_progress=interrupt)
+        assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
     finally:
         stop_run(logdir)
-    assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
+        signal.signal(signal.SIGINT, outer)
     summary = json.loads((logdir / "summary.json").read_text())
     assert (summary["stop_reason"], summary["exit_code"]) == ("interrupted", 130)
     assert all(record.proc is None for record in processes.read_pid_files(logdir).values())
