@@ -169,11 +169,16 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     return Globals(network, global_step, stats)
 
 
-def local_version_variable() -> tf.Variable:
-    """The local copy's version: the global step its weights were read at (a local variable,
-    never saved), from which the policy lag is measured."""
-    return tf1.get_variable("local_version", [], tf.int64, initializer=tf1.zeros_initializer(),
+def local_counter(name: str) -> tf.Variable:
+    """An int64 scalar of this worker's own (a local variable: never saved, zero at start)."""
+    return tf1.get_variable(name, [], tf.int64, initializer=tf1.zeros_initializer(),
                             trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+
+
+def local_version_variable() -> tf.Variable:
+    """The local copy's version: the global step its weights were read at, from which the
+    policy lag is measured."""
+    return local_counter("local_version")
 
 
 # The queue's fields beside a rollout's own (core/rollout.py): the weights that acted it,
@@ -240,13 +245,9 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
                                    config, "learner_network")
         update = learner_update(acted, rollout, config)
         returns, lengths = finished_episodes(rollout)
-        env_steps_seen = tf1.get_variable(
-            "env_steps_seen", [], tf.int64, initializer=tf1.zeros_initializer(),
-            trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        env_steps_seen = local_counter("env_steps_seen")
         copy_version = tf.identity(local_version.read_value(), name="copy_version")
-        others_since_refresh = tf1.get_variable(
-            "others_since_refresh", [], tf.int64, initializer=tf1.zeros_initializer(),
-            trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
+        others_since_refresh = local_counter("others_since_refresh")
         policy_lag = copy_version - rollout[ACTING_VERSION] + others_since_refresh.read_value()
         learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen, policy_lag)
     return Learner(update, learning_rate, returns, lengths,
