@@ -10,7 +10,7 @@ MINATAR := minatar==1.0.15
 
 $(STAMP): setup.py Makefile
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet -e '.[dev,bench,atari]'
+	$(VENV)/bin/pip install --quiet -e '.[dev,bench,atari,mujoco]'
 	$(VENV)/bin/pip install --quiet --no-deps $(MINATAR)
 	touch $(STAMP)
 

@@ -99,13 +99,16 @@ def checked_checkpoint(logdir: str, config, checkpoint: str | None, env_overridd
     from a3c_graph import checkpoints
     from a3c_graph.core.envs import env_info, env_options
     from a3c_graph.core.model import build_network
+    from a3c_graph.core.normalization import checkpointed_scale
 
     advice = (f"--env {config.env} needs another network than the run's env" if env_overridden
               else f"{os.path.join(logdir, 'config.json')} describes another network")
     info = env_info(config.env, **env_options(config))
     with tf.Graph().as_default():
-        network = build_network(info.obs_shape, info.num_actions, config, "global")
-        saver = tf.compat.v1.train.Saver(var_list=network.variables)
+        scale, statistics = checkpointed_scale(config, info.obs_shape)
+        network = build_network(info.obs_shape, info.actions, config, "global",
+                                observation_scale=scale)
+        saver = tf.compat.v1.train.Saver(var_list=network.variables + statistics)
         try:
             if checkpoint:
                 checkpoints.check_checkpoint(checkpoint, saver, advice=advice)

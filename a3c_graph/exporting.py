@@ -8,11 +8,16 @@ signature, ``act``:
   inputs   observations [N, *obs_shape] of the env's dtype (Atari: uint8 [N, 4, 42, 42],
            the last 4 frames, oldest first); a recurrent policy also takes state [N, 2, H]
            (zeros at the start of an episode)
-  outputs  greedy_action [N] int64 (the most likely), sampled_action [N] int64 (as in
-           training), logits [N, A] float32, value [N] float32; recurrent: state [N, 2, H]
+  outputs  discrete actions: greedy_action [N] int64 (the most likely), sampled_action [N]
+           int64 (as in training), logits [N, A] float32; a Box of n actions: greedy_action
+           [N, n] float32 (the Gaussian's mean), sampled_action [N, n] (as in training:
+           clip it to the Box's bounds before the env), log_std [N, n]; and value [N]
+           float32; recurrent: state [N, 2, H]
 
 What to feed it, the env id and its protocol (sticky actions, FIRE, life loss, frame skip,
-frame stack, screen size), is in DIR/assets.extra/policy.json, SavedModel's place for files
+frame stack, screen size), the action space (a Box's bounds) and, for a run with
+--normalize-observations, that the model standardizes raw observations itself (with the
+checkpoint's frozen statistics), is in DIR/assets.extra/policy.json, SavedModel's place for files
 the graph does not read. `tf.saved_model.load(DIR).signatures["act"]` runs it in TF2
 eager with no a3c_graph import (scripts/play_saved_model.py plays one with Gymnasium).
 
@@ -60,11 +65,17 @@ def policy_metadata(config, info, checkpoint: str) -> dict:
 
     data = {"format": "a3c_graph policy 1", "signature": SIGNATURE, "env": config.env,
             "observation_shape": list(info.obs_shape), "observation_dtype": str(info.obs_dtype),
-            "num_actions": info.num_actions,
+            "num_actions": info.actions.n, "action_space": _action_space(info.actions),
             "recurrent": resolve_policy(config.policy, info.obs_shape)[1],
             "checkpoint": os.path.basename(checkpoint), "frame_skip": info.frame_skip,
             "config": {k: (list(v) if isinstance(v, tuple) else v)
                        for k, v in dataclasses.asdict(config).items()}}
+    if config.normalize_observations:
+        data["observation_normalization"] = {
+            "inside_the_model": True, "feed": "raw observations",
+            "rule": "clip((obs - mean) / sqrt(variance + 1e-8), -10, 10), the mean and "
+                    "variance of every observation training acted on, frozen at the "
+                    "checkpoint"}
     if is_atari(config.env):
         data["atari"] = {
             "protocol": config.protocol, "frame_stack": config.frame_stack,
@@ -120,27 +131,26 @@ def _write_saved_model(config, checkpoint: str, path: Path):
 
     from a3c_graph.core.envs import env_info, env_options
     from a3c_graph.core.model import build_network
+    from a3c_graph.core.normalization import checkpointed_scale
 
     tf1 = tf.compat.v1
     info = env_info(config.env, **env_options(config))
     with tf.Graph().as_default() as graph:
         obs = tf1.placeholder(tf.as_dtype(info.obs_dtype), [None, *info.obs_shape],
                               name="observations")
-        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        scale, statistics = checkpointed_scale(config, info.obs_shape)
+        network = build_network(info.obs_shape, info.actions, config, "global",
+                                observation_scale=scale)
         inputs = {"observations": obs}
         outputs = {}
         if network.recurrent:
             state = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
             inputs["state"] = state
-            logits, values, outputs["state"] = network.step(obs, state)
+            policy, values, outputs["state"] = network.step(obs, state)
         else:
-            logits, values = network(obs)
-        outputs.update(
-            logits=tf.identity(logits, "logits"), value=tf.identity(values, "value"),
-            greedy_action=tf.argmax(logits, axis=-1, name="greedy_action"),
-            sampled_action=tf.identity(tf.random.categorical(logits, 1)[:, 0],
-                                       "sampled_action"))
-        saver = tf1.train.Saver(var_list=network.variables)
+            policy, values = network(obs)
+        outputs.update(_policy_outputs(network, policy), value=tf.identity(values, "value"))
+        saver = tf1.train.Saver(var_list=network.variables + statistics)
         # The TF1 SavedModel builder warns that it is TF1 API on every use; this is on purpose.
         verbosity = tf1.logging.get_verbosity()
         tf1.logging.set_verbosity(tf1.logging.ERROR)
@@ -158,6 +168,30 @@ def _write_saved_model(config, checkpoint: str, path: Path):
         finally:
             tf1.logging.set_verbosity(verbosity)
     return info
+
+
+def _action_space(actions) -> dict:
+    """policy.json's account of the actions: Discrete n, or a Box's shape and bounds."""
+    if not actions.continuous:
+        return {"type": "Discrete", "n": actions.n}
+    return {"type": "Box", "shape": [actions.n], "low": list(actions.low),
+            "high": list(actions.high)}
+
+
+def _policy_outputs(network, policy) -> dict:
+    """The act signature's policy outputs (the module docstring lists them)."""
+    import tensorflow as tf
+
+    distribution = network.distribution
+    if not network.actions.continuous:
+        return {"logits": tf.identity(policy, "logits"),
+                "greedy_action": tf.cast(distribution.mode(policy), tf.int64,
+                                         name="greedy_action"),
+                "sampled_action": tf.cast(distribution.sample(policy), tf.int64,
+                                          name="sampled_action")}
+    return {"greedy_action": tf.identity(distribution.mode(policy), "greedy_action"),
+            "sampled_action": tf.identity(distribution.sample(policy), "sampled_action"),
+            "log_std": tf.identity(distribution.split(policy)[1], "log_std")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -98,24 +98,34 @@ def _one_env_policy(config, env, sample: bool, device: str | None) -> _Policy:
     `device` (None: TF chooses)."""
     import tensorflow as tf
 
+    from a3c_graph.core.envs import action_space
     from a3c_graph.core.model import build_network
+    from a3c_graph.core.normalization import checkpointed_scale
 
     tf1 = tf.compat.v1
     graph = tf.Graph()
     with graph.as_default(), graph.device(device):
         obs = tf1.placeholder(tf.as_dtype(env.observation_space.dtype),
                               [None, *env.observation_space.shape], name="obs")
-        network = build_network(env.observation_space.shape, int(env.action_space.n), config,
-                                "global")
+        scale, statistics = checkpointed_scale(config, env.observation_space.shape)
+        network = build_network(env.observation_space.shape, action_space(env), config,
+                                "global", observation_scale=scale)
         state = next_state = None
         if network.recurrent:  # the state is carried from step to step, zero at an episode start
             state = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
-            logits, _, next_state = network.step(obs, state)
+            policy, _, next_state = network.step(obs, state)
         else:
-            logits, _ = network(obs)
-        action = tf.random.categorical(logits, 1)[:, 0] if sample else tf.argmax(logits, -1)
-        saver = tf1.train.Saver(var_list=network.variables)
+            policy, _ = network(obs)
+        action = _action(network, policy, sample)
+        saver = tf1.train.Saver(var_list=network.variables + statistics)
     return _Policy(graph, network, obs, state, action, next_state, saver)
+
+
+def _action(network, policy, sample: bool):
+    """The action a network's `policy` [N, P] takes: sampled from its distribution, or the
+    greedy one (the most likely action; a Gaussian's mean)."""
+    distribution = network.distribution
+    return distribution.sample(policy) if sample else distribution.mode(policy)
 
 
 def _play_to_the_end(session, policy: _Policy, env, obs) -> tuple[float, int, bool]:
@@ -131,7 +141,9 @@ def _play_to_the_end(session, policy: _Policy, env, obs) -> tuple[float, int, bo
                                         {policy.obs: np.asarray(obs)[None], policy.state: state})
         else:
             action = session.run(policy.action, {policy.obs: np.asarray(obs)[None]})
-        obs, reward, terminated, truncated, _ = env.step(int(action[0]))
+        # A discrete action as the int Gymnasium expects; a Box's as its float32 vector.
+        obs, reward, terminated, truncated, _ = env.step(
+            action[0] if action.ndim > 1 else int(action[0]))
         total += float(reward)
         steps += 1
     return total, steps, truncated and not terminated
@@ -164,6 +176,7 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
     import tensorflow as tf
 
     from a3c_graph.core.model import build_network, reset_state
+    from a3c_graph.core.normalization import checkpointed_scale
     from a3c_graph.core.rollout import episode_ended
 
     tf1 = tf.compat.v1
@@ -172,16 +185,17 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
     with graph.as_default(), graph.device(device):
         obs_ph = tf1.placeholder(tf.as_dtype(info.obs_dtype), [games, *info.obs_shape],
                                  name="obs")
-        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        scale, statistics = checkpointed_scale(config, info.obs_shape)
+        network = build_network(info.obs_shape, info.actions, config, "global",
+                                observation_scale=scale)
         if network.recurrent:
             state_ph = tf1.placeholder(tf.float32, [games, *network.state_shape], name="state")
             done_ph = tf1.placeholder(tf.bool, [games], name="done")
-            logits, _, next_state = network.step(obs_ph, reset_state(state_ph, done_ph))
+            policy, _, next_state = network.step(obs_ph, reset_state(state_ph, done_ph))
         else:
-            logits, _ = network(obs_ph)
-        action = (tf.random.categorical(logits, 1)[:, 0] if sample
-                  else tf.argmax(logits, axis=-1))
-        saver = tf1.train.Saver(var_list=network.variables)
+            policy, _ = network(obs_ph)
+        action = _action(network, policy, sample)
+        saver = tf1.train.Saver(var_list=network.variables + statistics)
     returns: list[float | None] = [None] * games
     lengths = [0] * games
     cut_off = [False] * games

@@ -17,6 +17,7 @@ import dataclasses
 import io
 import itertools
 import json
+import math
 import os
 import pickle
 import re
@@ -199,25 +200,41 @@ def run_cleanup():
         stop_run(logdir)
 
 
+# The observation statistics an untrained run with --normalize-observations holds: 50
+# observations of mean 0.3 and standard deviation 2 in every entry.
+UNTRAINED_STATISTICS = {"count": 50, "mean": 0.3, "std": 2.0}
+
+
 def untrained_run(logdir: Path, **given) -> None:
     """A run dir a3c_graph.evaluate can play: config.json and a checkpoint of an untrained
     network (8 hidden units) of CartPole, or of the config `given` (A3CConfig fields; the
-    preset fills in the rest)."""
+    preset fills in the rest); with --normalize-observations, the observation statistics
+    of UNTRAINED_STATISTICS."""
     import tensorflow as tf
 
     from a3c_graph.core.config import resolve_config
     from a3c_graph.core.envs import env_info, env_options
     from a3c_graph.core.model import build_network
+    from a3c_graph.core.normalization import ObservationStatistics
 
     config = resolve_config({"hidden_sizes": (8,), **given})
     info = env_info(config.env, **env_options(config))
     logdir.mkdir()
     (logdir / "config.json").write_text(json.dumps(dataclasses.asdict(config)))
     with tf.Graph().as_default():
-        network = build_network(info.obs_shape, info.num_actions, config, "global")
-        saver = tf.compat.v1.train.Saver(var_list=network.variables)
+        network = build_network(info.obs_shape, info.actions, config, "global")
+        variables, assigned = network.variables, []
+        if config.normalize_observations:
+            dim = math.prod(info.obs_shape)
+            statistics = ObservationStatistics(dim)
+            n, mean, std = (UNTRAINED_STATISTICS[key] for key in ("count", "mean", "std"))
+            assigned = [statistics.count.assign(n), statistics.sum.assign([n * mean] * dim),
+                        statistics.sum_of_squares.assign([n * (std ** 2 + mean ** 2)] * dim)]
+            variables = variables + statistics.variables
+        saver = tf.compat.v1.train.Saver(var_list=variables)
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
+            session.run(assigned)
             saver.save(session, str(logdir / "model.ckpt"), global_step=0)
 
 

@@ -8,7 +8,8 @@ task unchanged.
 
 Presets. The dataclass defaults are the ``cartpole`` preset (classic control: they solve
 CartPole-v1 in well under a minute). ``--preset atari`` (picked automatically for ``ALE/``
-env ids) swaps in the hyperparameters of an Atari run (PRESETS). A preset only fills in
+env ids) swaps in the hyperparameters of an Atari run, ``minatar`` those of MinAtar/ ids and
+``continuous`` those of an env with Box actions (Pendulum, MuJoCo): PRESETS. A preset only fills in
 the fields the user did not set: the parser leaves flags that were not given out of its
 namespace (argparse.SUPPRESS), and `resolve_config` lays the given values over the
 preset's. `config_to_argv` writes the flags that differ from the preset's values, plus
@@ -20,14 +21,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from a3c_graph.cli import as_flags
 
-PRESET_CHOICES = ("auto", "cartpole", "atari", "minatar")
+PRESET_CHOICES = ("auto", "cartpole", "atari", "minatar", "continuous")
 POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
 # ALE protocols (docs/environments.md): ale-v5 is ALE v5's (Machado et al. 2018: sticky
 # actions, whole games); classic is the one rl-baselines3-zoo, cleanrl and OpenAI baselines
@@ -51,8 +54,9 @@ class A3CConfig:
                   "(e.g. ALE/Pong-v5) need the atari extra.")
     seed: int = _f(0, "Base random seed; task i seeds its envs with seed + 1000 * i.")
     preset: str = _f("auto", "Hyperparameter preset for the flags not given: cartpole (classic "
-                     "control), atari or minatar; auto picks atari for ALE/ env ids, minatar "
-                     "for MinAtar/ ids, else cartpole.", choices=PRESET_CHOICES)
+                     "control), atari, minatar or continuous; auto picks atari for ALE/ env "
+                     "ids, minatar for MinAtar/ ids, continuous for an env with Box actions "
+                     "(Pendulum, MuJoCo), else cartpole.", choices=PRESET_CHOICES)
 
     # Atari (ALE/ env ids only; the defaults are ALE v5's).
     protocol: str = _f(
@@ -130,6 +134,15 @@ class A3CConfig:
         "(universe-starter-agent's) or relu (the Nature DQN network's).",
         choices=ACTIVATION_CHOICES)
     lstm_size: int = _f(64, "Units of the LSTM of --policy lstm.")
+    log_std_init: float = _f(
+        0.0, "Box action spaces: the Gaussian policy's log standard deviation at the start, "
+        "the same for every dimension (stable-baselines3's log_std_init).")
+    normalize_observations: bool = _f(
+        False, "Vector observations: standardize each entry by the running mean and standard "
+        "deviation of every observation the cluster has acted on (clipped to +-10), "
+        "statistics kept on the ps, saved with the checkpoints, frozen in evaluation and "
+        "carried into the SavedModel (stable-baselines3's VecNormalize, as rl-zoo's "
+        "MuJoCo runs use it).")
     normalize_advantages: bool = _f(
         False, "Normalize advantages per rollout batch (scales noise up to a full-size "
         "signal once the policy is good).")
@@ -203,6 +216,8 @@ class A3CConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"--{_flag(name)} must be a non-negative number, got {value}")
+        if not math.isfinite(self.log_std_init):
+            raise ValueError(f"--log-std-init must be a finite number, got {self.log_std_init}")
         if not 8 <= self.screen_size <= 210:
             raise ValueError(f"--screen-size must be between 8 and 210 pixels, "
                              f"got {self.screen_size}")
@@ -265,6 +280,27 @@ PRESETS: dict[str, dict[str, Any]] = {
         "checkpoint_secs": 60.0,
         "target_return": math.inf,
     },
+    # continuous: rl-baselines3-zoo's A2C on MuJoCo (hyperparams/a2c.yml: normalize: true,
+    # otherwise stable-baselines3's A2C defaults): one env per worker and 5-step rollouts
+    # with 5-step returns, TF's RMSProp at a constant 7e-4, no entropy bonus, gradients
+    # clipped to 0.5, tanh towers of 64 and 64 units, the log std started at 0, observations
+    # standardized; 1M env steps, a budget rather than a target (docs/learning.md).
+    "continuous": {
+        "envs_per_worker": 1,
+        "rollout_length": 5,
+        "queue_capacity": 1,
+        "gae_lambda": 1.0,
+        "optimizer": "rmsprop",
+        "learning_rate": 7e-4,
+        "anneal_learning_rate": False,
+        "entropy_coef": 0.0,
+        "grad_clip_norm": 0.5,
+        "normalize_observations": True,
+        "max_steps": 1_000_000,
+        "max_seconds": 7200.0,
+        "checkpoint_secs": 60.0,
+        "target_return": math.inf,
+    },
 }
 # ALE specs have no reward_threshold: the atari preset's --target-return per game; any other
 # game has none and trains to its budget (a score to compare with is a line on its curve).
@@ -303,12 +339,32 @@ def is_minatar(env_id: str) -> bool:
 
 def resolve_preset(preset: str, env: str) -> str:
     """The preset `preset` names for `env`: "auto" becomes atari for ALE/ ids, minatar for
-    MinAtar/ ids, else cartpole."""
+    MinAtar/ ids, continuous for an env with Box actions, else cartpole."""
     if preset != "auto":
         return preset
     if is_atari(env):
         return "atari"
-    return "minatar" if is_minatar(env) else "cartpole"
+    if is_minatar(env):
+        return "minatar"
+    return "continuous" if has_box_actions(env) else "cartpole"
+
+
+@functools.cache
+def has_box_actions(env_id: str) -> bool:
+    """Whether Gymnasium makes `env_id` with a Box action space. An id it cannot make counts
+    as not: the env's own error is told in one line where the run makes it (envs.py)."""
+    import gymnasium as gym  # only for ids of neither ALE nor MinAtar, whose presets are known
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a deprecated version's warning is envs.py's to tell
+        try:
+            env = gym.make(env_id)
+        except Exception:  # noqa: BLE001 - any failure: envs.py reports it in one line
+            return False
+    try:
+        return isinstance(env.action_space, gym.spaces.Box)
+    finally:
+        env.close()
 
 
 def preset_values(preset: str, env: str, repeat_action_probability: float | None = None,
@@ -394,7 +450,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
         if f.name == "max_steps":
             help_text += " [atari preset: " + ", ".join(
                 f"{v} with {protocol}" for protocol, v in ATARI_MAX_STEPS.items()) + "]"
-        for name in ("atari", "minatar"):
+        for name in ("atari", "minatar", "continuous"):
             if f.name in PRESETS[name]:
                 help_text += f" [{name} preset: {_show(PRESETS[name][f.name])}]"
         kwargs: dict[str, Any] = {"default": argparse.SUPPRESS, "help": help_text}

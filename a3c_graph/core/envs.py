@@ -48,6 +48,7 @@ from typing import NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from a3c_graph.core.action_space import ActionSpace
 from a3c_graph.core.config import A3CConfig, is_atari, is_minatar
 
 ATARI_FRAME_SKIP = 4
@@ -65,7 +66,7 @@ class EnvInfo:
     env_id: str
     obs_shape: tuple
     obs_dtype: np.dtype
-    num_actions: int
+    actions: ActionSpace  # one of n, or (a Box of one axis) n reals within bounds
     reward_threshold: float | None
     max_episode_steps: int | None
     frame_skip: int = 1  # emulator frames per agent step (4 for Atari)
@@ -181,7 +182,21 @@ def make_env(env_id: str, render_mode: str | None = None, **options) -> gym.Env:
     else:
         env = gym.make(env_id, render_mode=render_mode)
     _check_spaces(env_id, env)
+    if isinstance(env.action_space, gym.spaces.Box):
+        # The policy's Gaussian samples are unbounded; the env gets them clipped to its Box
+        # (the log-probability stays the sampled action's: distributions.py).
+        env = gym.wrappers.ClipAction(env)
     return env
+
+
+def action_space(env: gym.Env) -> ActionSpace:
+    """The ActionSpace of an env of make_env: its Discrete space, or its Box as it was
+    before ClipAction (which widens the space it declares to the whole real line)."""
+    space = env.env.action_space if isinstance(env, gym.wrappers.ClipAction) else env.action_space
+    if isinstance(space, gym.spaces.Discrete):
+        return ActionSpace(int(space.n))
+    return ActionSpace(int(space.shape[0]), tuple(float(x) for x in space.low),
+                       tuple(float(x) for x in space.high))
 
 
 def frames_of_this_life(stacks: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -272,14 +287,30 @@ class MinAtarFrames(gym.Wrapper):
 
 
 def _check_spaces(env_id: str, env: gym.Env) -> None:
-    if not isinstance(env.action_space, gym.spaces.Discrete):
+    problem = _action_space_problem(env.action_space)
+    if problem is None and not isinstance(env.observation_space, gym.spaces.Box):
+        problem = (f"has a {type(env.observation_space).__name__} observation space; a Box "
+                   "is needed")
+    if problem is not None:
         env.close()
-        raise EnvError(f"env {env_id!r} has a {type(env.action_space).__name__} action space; "
-                       "A3C here needs a Discrete one")
-    if not isinstance(env.observation_space, gym.spaces.Box):
-        env.close()
-        raise EnvError(f"env {env_id!r} has a {type(env.observation_space).__name__} observation "
-                       "space; a Box is needed")
+        raise EnvError(f"env {env_id!r} {problem}")
+
+
+def _action_space_problem(space) -> str | None:
+    """Why an action space is one no policy here can act in, or None: a Discrete space, or
+    a Box of one axis with finite bounds (what the Gaussian's samples are clipped to)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return None
+    if not isinstance(space, gym.spaces.Box):
+        return (f"has a {type(space).__name__} action space; A3C here needs a Discrete one "
+                "or a Box of one axis")
+    if len(space.shape) != 1:
+        return (f"has a Box action space of shape {space.shape}; A3C here needs a Box of one "
+                "axis (a vector of actions)")
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        return ("has an unbounded Box action space (low and high must be finite: the "
+                "Gaussian policy's actions are clipped to them)")
+    return None
 
 
 @functools.cache
@@ -297,7 +328,7 @@ def env_info(env_id: str, **options) -> EnvInfo:
             env_id=env_id,
             obs_shape=(frame_stack, *obs_shape[1:]) if frame_stack else obs_shape,
             obs_dtype=np.dtype(env.observation_space.dtype),
-            num_actions=int(env.action_space.n),
+            actions=action_space(env),
             reward_threshold=spec.reward_threshold,
             max_episode_steps=spec.max_episode_steps,
             frame_skip=ATARI_FRAME_SKIP if is_atari(env_id) else 1,
@@ -316,8 +347,9 @@ class Transition(NamedTuple):
     final_obs: np.ndarray       # the true s_{t+1}: the last observation where done, else next_obs
     episode_return: np.ndarray  # float32, a whole game's return where it ended, else 0
     episode_length: np.ndarray  # int32, its length in agent steps where it ended, else 0
-    action: np.ndarray          # int32, what the env executed (FIRE after a lost life;
-                                # the rollout records the policy's action: rollout.py)
+    action: np.ndarray          # what the env executed: int32 (FIRE after a lost life), or
+                                # a Box's float32 [B, n] clipped to its bounds (make_env's
+                                # ClipAction); the rollout records the policy's: rollout.py
 
 
 def make_atari_vector_env(env_id: str, num_envs: int, **options) -> gym.vector.VectorEnv:
@@ -371,6 +403,9 @@ class EnvBatch:
                 autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
             )
         self._envs.action_space.seed(seed)
+        actions = info.actions
+        self._bounds = ((np.asarray(actions.low, np.float32), np.asarray(actions.high, np.float32))
+                        if actions.continuous else None)
         obs, infos = self._envs.reset(seed=seed)
         self._obs = obs.astype(info.obs_dtype, copy=False)
         self._returns = np.zeros(num_envs, np.float64)
@@ -388,7 +423,7 @@ class EnvBatch:
         return self._obs
 
     def step(self, actions: np.ndarray) -> Transition:
-        actions = np.asarray(actions, np.int32)
+        actions = np.asarray(actions, self.info.actions.dtype)
         if self._life_loss and self._fire is not None and self._fire_next.any():
             actions = np.where(self._fire_next, np.int32(self._fire), actions)
         obs, reward, terminated, truncated, infos = self._envs.step(actions)
@@ -422,9 +457,10 @@ class EnvBatch:
         self._returns[game_over] = 0.0
         self._lengths[game_over] = 0
         self._obs = obs
+        executed = actions if self._bounds is None else np.clip(actions, *self._bounds)
         return Transition(obs, reward.astype(np.float32), terminated.astype(bool),
                           truncated.astype(bool), final_obs, episode_return, episode_length,
-                          actions)
+                          executed)
 
     def close(self) -> None:
         self._envs.close()

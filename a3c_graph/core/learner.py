@@ -1,8 +1,9 @@
 """The learner's math: the A3C loss of one rollout, its clipped gradients, the learning rate.
 
 Shapes follow core/rollout.py: T is the rollout length, B the envs stepped together. A
-rollout is a dict of its fields (obs and next_obs [T, B, ...], actions, rewards,
-terminated, truncated [T, B], and for a recurrent network initial_state [B, 2, H]).
+rollout is a dict of its fields (obs and next_obs [T, B, ...], actions [T, B] or, for a
+Box, [T, B, n], rewards, terminated, truncated [T, B], and for a recurrent network
+initial_state [B, 2, H]).
 
 Nothing here knows where a network lives: the graph worker (distributed/worker_graph.py)
 places these ops on a worker and sends the gradients to the ps, and the TF2 benchmark
@@ -23,7 +24,7 @@ def learner_loss(network, rollout: dict, config: A3CConfig):
     """A3C loss of one rollout on `network`, and the parts worth logging
     (policy_loss, value_loss, entropy)."""
     T, B = rollout["rewards"].shape.as_list()
-    logits, values, next_values = network.learner_outputs(rollout)
+    policy, values, next_values = network.learner_outputs(rollout)
     to_tb = lambda x: tf.reshape(x, [T, B])  # noqa: E731
     # Clipping is for learning only: episode returns were summed from the raw rewards.
     rewards = tf.sign(rollout["rewards"]) if config.clip_rewards else rollout["rewards"]
@@ -32,10 +33,11 @@ def learner_loss(network, rollout: dict, config: A3CConfig):
         rollout["terminated"], rollout["truncated"], config.gamma, config.gae_lambda)
     returns = advantages + tf.stop_gradient(to_tb(values))
     policy_advantages = losses.normalize(advantages) if config.normalize_advantages else advantages
+    actions = rollout["actions"]  # [T, B], or [T, B, n] for a Box
     total, parts = losses.a3c_loss(
-        logits, tf.reshape(rollout["actions"], [-1]), values,
+        policy, tf.reshape(actions, [T * B, *actions.shape.as_list()[2:]]), values,
         tf.reshape(policy_advantages, [-1]), tf.reshape(returns, [-1]),
-        config.entropy_coef, config.value_coef)
+        config.entropy_coef, config.value_coef, network.distribution)
     return total, parts
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from a3c_graph.core.distributions import Categorical, DiagGaussian
+
 
 def _check_ranks(**tensors_and_ranks) -> None:
     """Each tensor's static rank is the one given (scalable_agent's vtrace does the same):
@@ -62,26 +64,15 @@ def gae_advantages(rewards, values, next_values, terminated, truncated, gamma, l
                    reverse=True)
 
 
-def log_probs(logits, actions):
-    """log pi(a|s) of the taken actions. logits [N, A], actions [N] -> [N]."""
-    return -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=logits)
-
-
-def policy_gradient_loss(logits, actions, advantages):
-    """-mean(log pi(a_t|s_t) * A_t), advantages held constant. Shapes [N, A], [N], [N]."""
+def policy_gradient_loss(log_probs, advantages):
+    """-mean(log pi(a_t|s_t) * A_t), advantages held constant. Shapes [N], [N]."""
     advantages = tf.stop_gradient(advantages)
-    return -tf.reduce_mean(log_probs(logits, actions) * advantages)
+    return -tf.reduce_mean(log_probs * advantages)
 
 
 def value_loss(values, returns):
     """0.5 * mean((G_t - V(s_t))^2); the targets are treated as constants. Shapes [N], [N]."""
     return 0.5 * tf.reduce_mean(tf.square(tf.stop_gradient(returns) - values))
-
-
-def entropy(logits):
-    """Mean entropy of the categorical policies, logits [N, A] -> scalar."""
-    log_p = tf.nn.log_softmax(logits)
-    return -tf.reduce_mean(tf.reduce_sum(tf.exp(log_p) * log_p, axis=-1))
 
 
 def normalize(x, epsilon=1e-8):
@@ -90,16 +81,21 @@ def normalize(x, epsilon=1e-8):
     return (x - mean) / (tf.sqrt(variance) + epsilon)
 
 
-def a3c_loss(logits, actions, values, advantages, returns, entropy_coef, value_coef):
-    """Total A3C loss and its parts, for flattened [N, ...] inputs.
+def a3c_loss(policy, actions, values, advantages, returns, entropy_coef, value_coef,
+             distribution=None):
+    """Total A3C loss and its parts, for flattened [N, ...] inputs: the policy [N, P] is the
+    parameters of `distribution` (distributions.py), actions [N] (discrete) or [N, n] (a
+    Box's), the entropy the mean over N of each distribution's (a Gaussian's summed over
+    its dimensions). Default distribution: Categorical.
 
     total = policy_loss + value_coef * value_loss - entropy_coef * entropy
     """
-    _check_ranks(logits=(logits, 2), actions=(actions, 1), values=(values, 1),
-                 advantages=(advantages, 1), returns=(returns, 1))
-    pg = policy_gradient_loss(logits, actions, advantages)
+    distribution = distribution or Categorical()
+    _check_ranks(policy=(policy, 2), values=(values, 1), advantages=(advantages, 1),
+                 returns=(returns, 1),
+                 actions=(actions, 2 if isinstance(distribution, DiagGaussian) else 1))
+    pg = policy_gradient_loss(distribution.log_prob(policy, actions), advantages)
     vf = value_loss(values, returns)
-    ent = entropy(logits)
+    ent = tf.reduce_mean(distribution.entropy(policy))
     total = pg + value_coef * vf - entropy_coef * ent
     return total, {"policy_loss": pg, "value_loss": vf, "entropy": ent}
-

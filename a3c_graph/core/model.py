@@ -3,6 +3,11 @@
 A network object owns its variables; calling it on observations builds the forward pass,
 so one set of variables serves the in-graph rollout, the learner and evaluation.
 N refers to any batch of observations (the rollout's T * B, or B envs stepped together).
+Each network outputs the policy [N, P] and the values [N]: the policy is the parameters of
+the distribution over its ActionSpace (distributions.py: a Discrete space's logits, a
+Box's Gaussian means and log std), and `network.distribution` samples from it. Given an
+observation scale (normalization.py: --normalize-observations), an mlp torso standardizes
+the flat observations first; the scale is a pair of tensors, not the network's variables.
 
 Three networks, picked by build_network from --policy and the observation shape:
   ActorCriticMLP   vector observations: separate tanh policy and value towers
@@ -36,7 +41,10 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from a3c_graph.core import network_spec
+from a3c_graph.core.action_space import as_action_space
 from a3c_graph.core.config import resolve_policy
+from a3c_graph.core.distributions import distribution
+from a3c_graph.core.normalization import ObservationScale, standardized
 
 tf1 = tf.compat.v1
 
@@ -62,24 +70,29 @@ def _local_variable_getter(getter, *args, **kwargs):
 class ActorCriticMLP:
     """Separate tanh policy and value towers for vector observations.
 
-    __call__(observations [N, *obs_shape]) -> (logits [N, A], values [N]).
+    __call__(observations [N, *obs_shape]) -> (policy [N, P], values [N]).
 
     Orthogonal initialization with a small policy-output gain (0.01) starts the policy
-    near uniform, which keeps early exploration broad (Andrychowicz et al. 2021).
+    near uniform (a Gaussian's mean near 0), which keeps early exploration broad
+    (Andrychowicz et al. 2021).
     """
 
     recurrent = False
 
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
-                 scope: str, local: bool = False, variable_factory=graph_variable):
+    def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
+                 scope: str, local: bool = False, variable_factory=graph_variable,
+                 log_std_init: float = 0.0, observation_scale: ObservationScale | None = None):
         self.obs_dim = int(math.prod(obs_shape))
-        self.num_actions = num_actions
-        vars_ = _Variables(network_spec.mlp_variables(obs_shape, num_actions, hidden_sizes),
+        self.observation_scale = observation_scale
+        self.actions = as_action_space(actions)
+        self.distribution = distribution(self.actions)
+        vars_ = _Variables(network_spec.mlp_variables(obs_shape, self.actions, hidden_sizes),
                            variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
             self.policy_layers = self._tower(vars_, "policy", len(hidden_sizes), 0.01)
+            self.log_std = _log_std(vars_, self.actions, log_std_init)
             self.value_layers = self._tower(vars_, "value", len(hidden_sizes), 1.0)
         vars_.all_created()
 
@@ -92,15 +105,19 @@ class ActorCriticMLP:
     @property
     def variables(self) -> list:
         """All variables in a fixed order, so a local copy pairs up with its global network."""
-        return [v for layer in self.policy_layers + self.value_layers for v in layer]
+        log_std = [] if self.log_std is None else [self.log_std]
+        return [v for layer in self.policy_layers for v in layer] + log_std + [
+            v for layer in self.value_layers for v in layer]
 
     def __call__(self, observations):
         x = tf.reshape(tf.cast(observations, tf.float32), [-1, self.obs_dim])
-        return self._apply(self.policy_layers, x), self._apply(self.value_layers, x)[:, 0]
+        x = standardized(x, self.observation_scale)
+        policy = _policy_output(self._apply(self.policy_layers, x), self.log_std)
+        return policy, self._apply(self.value_layers, x)[:, 0]
 
     def learner_outputs(self, rollout: dict):
         """The learner's forward pass over a rollout's obs and next_obs [T, B, *obs_shape]:
-        logits [T * B, A] and values [T * B] of s_t, and values [T * B] of the true s_{t+1}.
+        the policy [T * B, P] and values [T * B] of s_t, and values [T * B] of the true s_{t+1}.
 
         One pass over s_t and s_{t+1} together: for a small MLP, cheaper than picking out
         the s_{t+1} that are not s_t's of the rollout (values_of_next_obs).
@@ -110,8 +127,8 @@ class ActorCriticMLP:
         both = tf.concat([tf.reshape(rollout[key], [T * B, *obs_shape])
                           for key in ("obs", "next_obs")], axis=0)
         both.set_shape([2 * T * B, *obs_shape])
-        logits, values = self(both)
-        return logits[:T * B], values[:T * B], values[T * B:]
+        policy, values = self(both)
+        return policy[:T * B], values[:T * B], values[T * B:]
 
     @staticmethod
     def _apply(layers, x):
@@ -151,14 +168,18 @@ class _Variables:
         finally:
             self.prefix = outer
 
-    def get(self, name, gain=None, zeros=False):
+    def get(self, name, gain=None, zeros=False, constant=None):
         index = len(self.created)
         listed, shape = self.spec[index] if index < len(self.spec) else ("nothing", ())
         if self.prefix + name != listed:
             raise RuntimeError(f"the network creates {self.prefix + name!r} where "
                                f"network_spec.py lists {listed!r}")
-        initializer = (tf1.zeros_initializer() if zeros
-                       else tf1.orthogonal_initializer(math.sqrt(2) if gain is None else gain))
+        if constant is not None:
+            initializer = tf1.constant_initializer(constant)
+        elif zeros:
+            initializer = tf1.zeros_initializer()
+        else:
+            initializer = tf1.orthogonal_initializer(math.sqrt(2) if gain is None else gain)
         var = self.factory(name, list(shape), initializer)
         self.created.append(var)
         return var
@@ -177,6 +198,22 @@ class _Variables:
 def _dense_stack(vars_: _Variables, prefix: str, count: int) -> list:
     """Dense layers {prefix}fc0, fc1, ..., `count` of them: [(weights, biases)]."""
     return [vars_.dense(f"{prefix}fc{i}") for i in range(count)]
+
+
+def _log_std(vars_: _Variables, actions, log_std_init: float):
+    """A Gaussian policy's policy/log_std [n], started at `log_std_init`; None for
+    discrete actions (distributions.py)."""
+    if not actions.continuous:
+        return None
+    return vars_.get("policy/log_std", constant=log_std_init)
+
+
+def _policy_output(head, log_std):
+    """The policy [N, P] from the policy head's output [N, n]: the logits as they are, or
+    the Gaussian means with the log std beside each row."""
+    if log_std is None:
+        return head
+    return tf.concat([head, tf.zeros_like(head) + log_std], axis=1)
 
 
 def _image_input(observations, obs_shape):
@@ -216,64 +253,71 @@ class _CNNTorso:
 
 
 class _MLPTorso:
-    """tanh dense layers on flattened observations: [N, F]."""
+    """tanh dense layers on flattened (and, given a scale, standardized) observations:
+    [N, F]."""
 
-    def __init__(self, vars_: _Variables, obs_shape, num_hidden: int):
+    def __init__(self, vars_: _Variables, obs_shape, num_hidden: int,
+                 observation_scale: ObservationScale | None = None):
         self.obs_dim = int(math.prod(obs_shape))
+        self.observation_scale = observation_scale
         self.layers = _dense_stack(vars_, "", num_hidden)
 
     def __call__(self, observations):
         x = tf.reshape(tf.cast(observations, tf.float32), [-1, self.obs_dim])
+        x = standardized(x, self.observation_scale)
         for weights, biases in self.layers:
             x = tf.tanh(tf.matmul(x, weights) + biases)
         return x
 
 
-def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, conv, activation="elu"):
+def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, conv, activation="elu",
+           observation_scale: ObservationScale | None = None):
     with vars_.scope("torso"):
         if kind == "cnn":
             return _CNNTorso(vars_, obs_shape, len(hidden_sizes), conv, activation)
-        return _MLPTorso(vars_, obs_shape, len(hidden_sizes))
+        return _MLPTorso(vars_, obs_shape, len(hidden_sizes), observation_scale)
 
 
 class _Heads:
-    """Policy logits [N, A] and values [N] from features [N, F]."""
+    """The policy [N, P] and values [N] from features [N, F]."""
 
-    def __init__(self, vars_: _Variables):
+    def __init__(self, vars_: _Variables, actions, log_std_init: float):
         # A small policy gain starts the policy near uniform (Andrychowicz et al. 2021).
         self.policy = vars_.dense("policy", gain=0.01)
+        self.log_std = _log_std(vars_, actions, log_std_init)
         self.value = vars_.dense("value", gain=1.0)
 
     def __call__(self, features):
-        logits = tf.matmul(features, self.policy[0]) + self.policy[1]
+        head = tf.matmul(features, self.policy[0]) + self.policy[1]
         values = (tf.matmul(features, self.value[0]) + self.value[1])[:, 0]
-        return logits, values
+        return _policy_output(head, self.log_std), values
 
 
 class ActorCriticCNN:
     """Convolutional torso shared by a policy and a value head, for image observations.
 
-    __call__(observations [N, C, H, W] or [N, H, W]) -> (logits [N, A], values [N]).
+    __call__(observations [N, C, H, W] or [N, H, W]) -> (policy [N, P], values [N]).
     """
 
     recurrent = False
 
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
+    def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                  scope: str, local: bool = False, variable_factory=graph_variable,
                  conv_filters: Sequence[int] = CONV_FILTERS,
                  conv_kernel: Sequence[int] | int = CONV_KERNEL,
                  conv_stride: Sequence[int] | int = CONV_STRIDE, conv_padding: str = "same",
-                 activation: str = "elu"):
-        self.num_actions = num_actions
+                 activation: str = "elu", log_std_init: float = 0.0):
+        self.actions = as_action_space(actions)
+        self.distribution = distribution(self.actions)
         conv = network_spec.conv_layers(conv_filters, conv_kernel, conv_stride, conv_padding)
-        vars_ = _Variables(network_spec.cnn_variables(obs_shape, num_actions, hidden_sizes,
+        vars_ = _Variables(network_spec.cnn_variables(obs_shape, self.actions, hidden_sizes,
                                                       conv),
                            variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
             self.torso = _torso("cnn", vars_, obs_shape, hidden_sizes, conv, activation)
-            self.heads = _Heads(vars_)
+            self.heads = _Heads(vars_, self.actions, log_std_init)
         self.variables = vars_.all_created()
 
     def __call__(self, observations):
@@ -281,17 +325,17 @@ class ActorCriticCNN:
 
     def learner_outputs(self, rollout: dict):
         """The learner's forward pass over a rollout's obs and next_obs [T, B, C, H, W]:
-        logits [T * B, A] and values [T * B] of s_t, and values [T * B] of the true s_{t+1},
+        the policy [T * B, P] and values [T * B] of s_t, and values [T * B] of the true s_{t+1},
         for which only the last step and the ends of episodes need a pass of their own
         (values_of_next_obs)."""
         obs = rollout["obs"]
         T, B = obs.shape.as_list()[:2]
-        logits, values = self(tf.reshape(obs, [T * B, *obs.shape.as_list()[2:]]))
+        policy, values = self(tf.reshape(obs, [T * B, *obs.shape.as_list()[2:]]))
         done = tf.logical_or(rollout["terminated"], rollout["truncated"])
         next_values = values_of_next_obs(
             tf.reshape(values, [T, B]), done,
             lambda indices: self(tf.gather_nd(rollout["next_obs"], indices))[1])
-        return logits, values, tf.reshape(next_values, [T * B])
+        return policy, values, tf.reshape(next_values, [T * B])
 
 
 def lstm_cell(inputs, state, kernel, biases):
@@ -333,32 +377,35 @@ class ActorCriticLSTM:
 
     The caller carries the state [N, 2, H] (c and h) from step to step and zeroes it where
     an episode ended (reset_state), before acting on the next episode's first observation:
-      step(observations [N, ...], state [N, 2, H]) -> (logits [N, A], values [N], state')
+      step(observations [N, ...], state [N, 2, H]) -> (policy [N, P], values [N], state')
       unroll(...) replays a whole [T, B] rollout for the learner (see there).
     """
 
     recurrent = True
 
-    def __init__(self, obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
+    def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                  lstm_size: int, torso: str, scope: str, local: bool = False,
                  variable_factory=graph_variable, conv_filters: Sequence[int] = CONV_FILTERS,
                  conv_kernel: Sequence[int] | int = CONV_KERNEL,
                  conv_stride: Sequence[int] | int = CONV_STRIDE, conv_padding: str = "same",
-                 activation: str = "elu"):
-        self.num_actions = num_actions
+                 activation: str = "elu", log_std_init: float = 0.0,
+                 observation_scale: ObservationScale | None = None):
+        self.actions = as_action_space(actions)
+        self.distribution = distribution(self.actions)
         self.lstm_size = lstm_size
         self.state_shape = (2, lstm_size)
         conv = network_spec.conv_layers(conv_filters, conv_kernel, conv_stride, conv_padding)
-        vars_ = _Variables(network_spec.lstm_variables(obs_shape, num_actions, hidden_sizes,
+        vars_ = _Variables(network_spec.lstm_variables(obs_shape, self.actions, hidden_sizes,
                                                        lstm_size, torso, conv),
                            variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
-            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, conv, activation)
+            self.torso = _torso(torso, vars_, obs_shape, hidden_sizes, conv, activation,
+                                observation_scale)
             self.lstm_kernel = vars_.get("lstm/kernel", 1.0)
             self.lstm_biases = vars_.get("lstm/biases", zeros=True)
-            self.heads = _Heads(vars_)
+            self.heads = _Heads(vars_, self.actions, log_std_init)
         self.variables = vars_.all_created()
 
     def _cell(self, features, state):
@@ -366,8 +413,8 @@ class ActorCriticLSTM:
 
     def step(self, observations, state):
         next_state = self._cell(self.torso(observations), state)
-        logits, values = self.heads(next_state[:, 1])
-        return logits, values, next_state
+        policy, values = self.heads(next_state[:, 1])
+        return policy, values, next_state
 
     def learner_outputs(self, rollout: dict):
         """The learner's forward pass over a rollout (see unroll): replayed from the state it
@@ -382,7 +429,7 @@ class ActorCriticLSTM:
         obs[t + 1] where no episode ended: see values_of_next_obs); initial_state [B, 2, H]: the
         state the rollout acted on at t = 0; done [T, B]: the episode ended at step t, so
         the state is zeroed before step t + 1, exactly as while acting.
-        Returns logits [T * B, A] and values [T * B] of s_t, and values [T * B] of s_{t+1}
+        Returns the policy [T * B, P] and values [T * B] of s_t, and values [T * B] of s_{t+1}
         (for an ended episode: its final observation, from the state before the reset).
         """
         T, B = done.shape.as_list()
@@ -399,7 +446,7 @@ class ActorCriticLSTM:
         # after_step[t]: the state right after step t, before any reset.
         _, after_step = tf.scan(step, (step_features, done),
                                 initializer=(initial_state, initial_state))
-        logits, values = self.heads(tf.reshape(after_step[:, :, 1], [T * B, self.lstm_size]))
+        policy, values = self.heads(tf.reshape(after_step[:, :, 1], [T * B, self.lstm_size]))
 
         def value_of(indices):  # s_{t+1} acted on from the state after step t
             state = self._cell(self.torso(tf.gather_nd(next_obs, indices)),
@@ -407,24 +454,30 @@ class ActorCriticLSTM:
             return self.heads(state[:, 1])[1]
 
         next_values = values_of_next_obs(tf.reshape(values, [T, B]), done, value_of)
-        return logits, values, tf.reshape(next_values, [T * B])
+        return policy, values, tf.reshape(next_values, [T * B])
 
 
-def build_network(obs_shape, num_actions, config, scope: str, local: bool = False,
-                  variable_factory=graph_variable):
-    """The actor-critic for these observations and config.policy, named `scope`."""
+def build_network(obs_shape, actions, config, scope: str, local: bool = False,
+                  variable_factory=graph_variable,
+                  observation_scale: ObservationScale | None = None):
+    """The actor-critic for these observations, `actions` (an ActionSpace, or a number of
+    discrete actions) and config.policy, named `scope`; given an observation_scale (with
+    --normalize-observations), its mlp torso standardizes the observations."""
     torso, recurrent = resolve_policy(config.policy, obs_shape)
     conv = conv_settings(config) if torso == "cnn" else {}
-    options = {"local": local, "variable_factory": variable_factory, **conv}
+    scaled = {} if torso == "cnn" else {"observation_scale": observation_scale}
+    options = {"local": local, "variable_factory": variable_factory,
+               "log_std_init": config.log_std_init, **conv, **scaled}
     if recurrent:
-        return ActorCriticLSTM(obs_shape, num_actions, config.hidden_sizes, config.lstm_size,
+        return ActorCriticLSTM(obs_shape, actions, config.hidden_sizes, config.lstm_size,
                                torso, scope, **options)
     if torso == "cnn":
-        return ActorCriticCNN(obs_shape, num_actions, config.hidden_sizes, scope, **options)
-    return ActorCriticMLP(obs_shape, num_actions, config.hidden_sizes, scope, **options)
+        return ActorCriticCNN(obs_shape, actions, config.hidden_sizes, scope, **options)
+    return ActorCriticMLP(obs_shape, actions, config.hidden_sizes, scope, **options)
 
 
-def network_on_weights(weights: Sequence, obs_shape, num_actions, config, scope: str):
+def network_on_weights(weights: Sequence, obs_shape, actions, config, scope: str,
+                       observation_scale: ObservationScale | None = None):
     """The network of build_network whose forward pass uses the tensors `weights` (one per
     variable, in network.variables' order) instead of variables: a snapshot of a network's
     weights, the one its `variables` are, so tf.gradients can be taken with respect to it."""
@@ -438,8 +491,8 @@ def network_on_weights(weights: Sequence, obs_shape, num_actions, config, scope:
                                f"{list(shape)}")
         return weight
 
-    network = build_network(obs_shape, num_actions, config, scope,
-                            variable_factory=next_weight)
+    network = build_network(obs_shape, actions, config, scope, variable_factory=next_weight,
+                            observation_scale=observation_scale)
     if remaining:
         raise RuntimeError(f"{len(remaining)} weights left over: not this network's")
     return network

@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from a3c_graph.core.action_space import ActionSpace, as_action_space
 from a3c_graph.core.config import resolve_policy
 
 Variables = list[tuple[str, tuple[int, ...]]]
@@ -53,34 +54,39 @@ def network_settings(config, obs_shape: Sequence[int]) -> dict[str, object]:
     return settings
 
 
-def network_variables(config, obs_shape: Sequence[int], num_actions: int) -> Variables:
-    """(name, shape) of every variable of model.build_network(obs_shape, num_actions, config),
-    in the order of its `variables`."""
+def network_variables(config, obs_shape: Sequence[int], actions) -> Variables:
+    """(name, shape) of every variable of model.build_network(obs_shape, actions, config),
+    in the order of its `variables`; `actions` an ActionSpace or a number of discrete
+    actions."""
     kind = network_kind(config.policy, obs_shape)
+    if config.normalize_observations and torso_kind(config.policy, obs_shape) == "cnn":
+        raise ValueError(f"--normalize-observations is for vector observations; these are "
+                         f"images of shape {list(obs_shape)} (give --normalize-observations "
+                         f"false)")
     if kind == "mlp":
-        return mlp_variables(obs_shape, num_actions, config.hidden_sizes)
+        return mlp_variables(obs_shape, actions, config.hidden_sizes)
     conv = {"conv": config_conv_layers(config)}
     if kind == "cnn":
-        return cnn_variables(obs_shape, num_actions, config.hidden_sizes, **conv)
-    return lstm_variables(obs_shape, num_actions, config.hidden_sizes, config.lstm_size,
+        return cnn_variables(obs_shape, actions, config.hidden_sizes, **conv)
+    return lstm_variables(obs_shape, actions, config.hidden_sizes, config.lstm_size,
                           torso_kind(config.policy, obs_shape), **conv)
 
 
-def parameter_count(config, obs_shape: Sequence[int], num_actions: int) -> int:
-    """The trainable parameters of model.build_network(obs_shape, num_actions, config)."""
-    return sum(math.prod(shape) for _, shape in network_variables(config, obs_shape,
-                                                                  num_actions))
+def parameter_count(config, obs_shape: Sequence[int], actions) -> int:
+    """The trainable parameters of model.build_network(obs_shape, actions, config)."""
+    return sum(math.prod(shape) for _, shape in network_variables(config, obs_shape, actions))
 
 
 # --------------------------------------------------------------------------- each network
 
-def activation_count(config, obs_shape: Sequence[int], num_actions: int) -> int:
+def activation_count(config, obs_shape: Sequence[int], actions) -> int:
     """The floats one observation leaves in the learner's forward pass for its backward pass:
     the output of every layer of the network these variables make, and an image as floats
     (the launcher's memory estimate counts them)."""
     kind = network_kind(config.policy, obs_shape)
+    policy_size = as_action_space(actions).policy_size
     if kind == "mlp":  # two towers, each with its output
-        return 2 * sum(config.hidden_sizes) + num_actions + 1
+        return 2 * sum(config.hidden_sizes) + policy_size + 1
     count = 0
     if torso_kind(config.policy, obs_shape) == "cnn":  # the image and each convolution's output
         count = sum(math.prod(shape)
@@ -88,27 +94,29 @@ def activation_count(config, obs_shape: Sequence[int], num_actions: int) -> int:
     count += sum(config.hidden_sizes)
     if kind == "lstm":
         count += 6 * config.lstm_size  # four gates, the cell and the output
-    return count + num_actions + 1
+    return count + policy_size + 1
 
 
-def mlp_variables(obs_shape: Sequence[int], num_actions: int,
+def mlp_variables(obs_shape: Sequence[int], actions,
                   hidden_sizes: Sequence[int]) -> Variables:
     """ActorCriticMLP: a policy and a value tower on the flattened observation, each dense
-    layers fc0, fc1, ... of `hidden_sizes` and an output layer (num_actions logits, 1 value)."""
+    layers fc0, fc1, ... of `hidden_sizes` and an output layer (n logits or Gaussian means,
+    1 value); for a Box, the Gaussian's log std after the policy tower."""
+    actions = as_action_space(actions)
     obs_dim = math.prod(obs_shape)
-    policy, _ = dense_stack("policy/", obs_dim, (*hidden_sizes, num_actions))
+    policy, _ = dense_stack("policy/", obs_dim, (*hidden_sizes, actions.n))
     value, _ = dense_stack("value/", obs_dim, (*hidden_sizes, 1))
-    return policy + value
+    return policy + log_std(actions) + value
 
 
-def cnn_variables(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
+def cnn_variables(obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                   conv: Sequence[ConvLayer]) -> Variables:
     """ActorCriticCNN: the cnn torso of convolutions `conv`, then the policy and value heads."""
     torso, features = cnn_torso(obs_shape, hidden_sizes, conv)
-    return torso + heads(features, num_actions)
+    return torso + heads(features, actions)
 
 
-def lstm_variables(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Sequence[int],
+def lstm_variables(obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                    lstm_size: int, torso: str, conv: Sequence[ConvLayer] = ()) -> Variables:
     """ActorCriticLSTM: the `torso` ("mlp" or "cnn"), an LSTM of `lstm_size` units (kernel
     [F + H, 4H], biases [4H]), then the policy and value heads."""
@@ -118,7 +126,7 @@ def lstm_variables(obs_shape: Sequence[int], num_actions: int, hidden_sizes: Seq
         variables, features = dense_stack("torso/", math.prod(obs_shape), hidden_sizes)
     variables += [("lstm/kernel", (features + lstm_size, 4 * lstm_size)),
                   ("lstm/biases", (4 * lstm_size,))]
-    return variables + heads(lstm_size, num_actions)
+    return variables + heads(lstm_size, actions)
 
 
 # --------------------------------------------------------------------------- parts
@@ -198,7 +206,15 @@ def cnn_torso(obs_shape: Sequence[int], hidden_sizes: Sequence[int],
     return variables + dense, features
 
 
-def heads(features: int, num_actions: int) -> Variables:
-    """The policy head (num_actions logits) and the value head (one value) on `features`."""
-    return [("policy/weights", (features, num_actions)), ("policy/biases", (num_actions,)),
-            ("value/weights", (features, 1)), ("value/biases", (1,))]
+def heads(features: int, actions) -> Variables:
+    """The policy head (n logits, or n Gaussian means and their log std) and the value head
+    (one value) on `features`."""
+    actions = as_action_space(actions)
+    return [("policy/weights", (features, actions.n)), ("policy/biases", (actions.n,)),
+            *log_std(actions), ("value/weights", (features, 1)), ("value/biases", (1,))]
+
+
+def log_std(actions: ActionSpace) -> Variables:
+    """A Gaussian policy's log standard deviations, one per dimension, the same in every
+    state (distributions.py); nothing for discrete actions."""
+    return [("policy/log_std", (actions.n,))] if actions.continuous else []

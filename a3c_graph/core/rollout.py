@@ -13,7 +13,8 @@ pending enqueues cancelled so no thread hangs on a full queue at shutdown.
 
 Rollout tensors are time-major, T refers to the rollout length, B to the envs per actor:
   obs [T, B, *obs_shape]       s_t, the observation acted on
-  actions [T, B] int32         a_t
+  actions [T, B] int32         a_t (a Box's: [T, B, n] float32, as sampled, before the
+                               env's clipping to its bounds)
   rewards [T, B] float32       r_t
   terminated, truncated [T, B] bool, Gymnasium's flags for the step
   next_obs [T, B, *obs_shape]  the true s_{t+1} (the final observation where an episode ended)
@@ -41,6 +42,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from a3c_graph.core.action_space import ActionSpace
 from a3c_graph.core.envs import EnvBatch, Transition
 from a3c_graph.core.model import reset_state
 
@@ -55,18 +57,21 @@ class RolloutField(NamedTuple):
 
 
 def rollout_fields(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
-                   state_shape: Sequence[int] | None = None) -> tuple[RolloutField, ...]:
-    """The fields of one rollout of B envs with observations of `obs_shape` and `obs_dtype`,
-    in the order the env steps record them (the module docstring says what each holds);
-    with state_shape, a recurrent policy's initial_state last.
+                   state_shape: Sequence[int] | None = None,
+                   actions: ActionSpace | None = None) -> tuple[RolloutField, ...]:
+    """The fields of one rollout of B envs with observations of `obs_shape` and `obs_dtype`
+    and `actions` (default: discrete), in the order the env steps record them (the module
+    docstring says what each holds); with state_shape, a recurrent policy's initial_state
+    last.
 
     The one place a rollout's fields are listed: the recorder's buffers, the tensors
     build_rollout returns, and so the queue and the TF2 variants' signatures follow it.
     """
     obs = tf.as_dtype(np.dtype(obs_dtype))
+    actions = actions or ActionSpace(1)
     fields = (
         RolloutField("obs", obs, (T, B, *obs_shape)),
-        RolloutField("actions", tf.int32, (T, B)),
+        RolloutField("actions", tf.as_dtype(actions.dtype), (T, B, *actions.shape)),
         RolloutField("rewards", tf.float32, (T, B)),
         RolloutField("terminated", tf.bool, (T, B)),
         RolloutField("truncated", tf.bool, (T, B)),
@@ -93,7 +98,8 @@ class RolloutRecorder:
         info = env_batch.info
         self.envs = env_batch
         self.T = T
-        self.fields = rollout_fields(info.obs_shape, info.obs_dtype, T, env_batch.num_envs)
+        self.fields = rollout_fields(info.obs_shape, info.obs_dtype, T, env_batch.num_envs,
+                                     actions=info.actions)
         self.buffers = {field.name: np.zeros(field.shape, field.dtype.as_numpy_dtype)
                         for field in self.fields}
 
@@ -132,8 +138,9 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
                   state_shape: Sequence[int] | None = None) -> dict:
     """Tensors of one T-step rollout of `env_batch`, produced entirely in the graph.
 
-    policy: observations [B, *obs_shape] -> actions [B] int32 (sampled); with state_shape,
-      (observations, state [B, *state_shape]) -> (actions, the state after the step).
+    policy: observations [B, *obs_shape] -> actions [B] int32 or [B, n] float32 (sampled);
+      with state_shape, (observations, state [B, *state_shape]) -> (actions, the state
+      after the step).
     state_shape: a recurrent policy's state per env; the state is carried from rollout to
       rollout in a local variable of this actor (see the module docstring).
     """
@@ -147,7 +154,7 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
     recurrent = state_shape is not None
     if recurrent:
         carried = _carried_state(rollout_fields(info.obs_shape, info.obs_dtype, T, B,
-                                                state_shape)[-1])
+                                                state_shape, info.actions)[-1])
         with tf.control_dependencies([first_obs]):
             initial_state = tf.identity(carried.read_value(), name="initial_state")
 
@@ -225,13 +232,3 @@ def episode_ended(episode_lengths):
     [T, B] (TF or NumPy). Not terminated or truncated: on the classic protocol a lost life
     is terminated for learning while the game, and its return, go on (core/envs.py)."""
     return episode_lengths > 0
-
-
-def sample_actions(logits):
-    """Actions [N] int32 sampled from categorical logits [N, A].
-
-    Non-finite logits (NaN observations) act uniformly at random rather than produce an
-    action id outside the action space; the learner then skips the update they poison.
-    """
-    logits = tf.where(tf.math.is_finite(logits), logits, tf.zeros_like(logits))
-    return tf.cast(tf.random.categorical(logits, 1)[:, 0], tf.int32)

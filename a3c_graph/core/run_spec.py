@@ -44,7 +44,7 @@ def resolve_run(config: A3CConfig) -> RunSpec:
     except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise ValueError(f"env {config.env!r} cannot be made: {first}") from None
-    network_variables(config, info.obs_shape, info.num_actions)  # its ValueError, if any
+    network_variables(config, info.obs_shape, info.actions)  # its ValueError, if any
     return RunSpec(dataclasses.replace(config, target_return=target_return(config, info)), info)
 
 

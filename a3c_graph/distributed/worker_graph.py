@@ -42,6 +42,7 @@ hundred updates: docs/learning.md, "Many workers".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -51,7 +52,13 @@ from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
 from a3c_graph.core.learner import LearnerUpdate, build_optimizer, learner_update, learning_rate_now
 from a3c_graph.core.model import assign_op, build_network, network_on_weights
-from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended, sample_actions
+from a3c_graph.core.normalization import (
+    LocalScale,
+    ObservationScale,
+    ObservationStatistics,
+    rollout_sums,
+)
+from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended
 from a3c_graph.core.stats import Counters, EpisodeStats
 from a3c_graph.distributed import transfer
 from a3c_graph.distributed.cluster import TaskSpec
@@ -93,12 +100,29 @@ class WorkerGraph:
 
 @dataclass
 class Globals:
-    """What lives on the ps tasks: the global network, the global step and the episode
-    statistics."""
+    """What lives on the ps tasks: the global network, the global step, the episode
+    statistics and, with --normalize-observations, the observations' (normalization.py)."""
 
     network: object
     global_step: tf.Variable
     stats: EpisodeStats
+    observations: ObservationStatistics | None = None
+
+
+@dataclass
+class LocalCopy:
+    """This worker's copy of what it acts on: the network, its version (the global step
+    its weights were read at) and, with --normalize-observations, the observation scale."""
+
+    network: object
+    version: tf.Variable
+    scale: LocalScale | None = None
+
+    def snapshot(self):
+        """(weights, version, scale) read once: what one rollout acts on."""
+        weights = [tf.identity(v.read_value()) for v in self.network.variables]
+        version = tf.identity(self.version.read_value())
+        return weights, version, None if self.scale is None else self.scale.read()
 
 
 @dataclass
@@ -115,6 +139,9 @@ class Learner:
     copy_version: tf.Tensor | None = None  # the local copy's, when the rollout was learned
     # The other workers' updates between this worker's last refresh and its last apply.
     others_since_refresh: tf.Variable | None = None
+    # --normalize-observations: the count, sum and sum of squares of the rollout's
+    # observations, for the cluster's statistics.
+    observation_sums: list | None = None
 
 
 def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
@@ -131,22 +158,17 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     worker_device = worker_device or f"/job:worker/task:{spec.task}/cpu:0"
     globals_ = build_globals(config, spec, info, worker_device)
     with tf1.device(worker_device):
-        local_network = build_network(info.obs_shape, info.num_actions, config, "local",
-                                      local=True)
-        local_version = local_version_variable()
-        queue = build_actors_and_queue(local_network, local_version, env_batches, config)
+        local = build_local_copy(info, config)
+        queue = build_actors_and_queue(local, env_batches, config)
         rollout = queue.dequeue()
     if not config.learn:  # the acting ceiling: each rollout counted, nothing learned
-        return count_on_ps(globals_, local_network, local_version, rollout, queue, spec.task,
-                           worker_device)
+        return count_on_ps(globals_, local, rollout, queue, spec.task, worker_device)
     with tf1.device(worker_device):
-        learner = build_learner(rollout, config, info, local_version)
-    counters = exchange_with_ps(globals_, local_network, local_version, learner, spec.task,
-                                worker_device, config)
+        learner = build_learner(rollout, config, info, local.version)
+    counters = exchange_with_ps(globals_, local, learner, spec.task, worker_device, config)
     with tf1.device(worker_device):
         fetches = train_fetches(learner, counters, queue)
-        saver, local_init_op = build_sync(globals_, local_network, local_version,
-                                          learner.env_steps_seen)
+        saver, local_init_op = build_sync(globals_, local, learner.env_steps_seen)
         state = optimizer_state(globals_, config)
     return WorkerGraph(fetches, globals_.network, saver, local_init_op, state)
 
@@ -161,12 +183,21 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         cluster=cluster)
     with tf1.device(ps_setter):
         global_step = tf1.train.get_or_create_global_step()
-        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        network = build_network(info.obs_shape, info.actions, config, "global")
     # Not through the setter, which would spread the statistics' variables over the ps
     # tasks too: record() and counters() would then cross between ps tasks on every update.
     with tf1.device(global_step.device):
         stats = EpisodeStats(spec.num_workers)
-    return Globals(network, global_step, stats)
+        observations = (ObservationStatistics(math.prod(info.obs_shape))
+                        if config.normalize_observations else None)
+    return Globals(network, global_step, stats, observations)
+
+
+def build_local_copy(info: EnvInfo, config: A3CConfig) -> LocalCopy:
+    """This worker's local copy (local variables: never saved), on the current device."""
+    network = build_network(info.obs_shape, info.actions, config, "local", local=True)
+    scale = LocalScale(math.prod(info.obs_shape)) if config.normalize_observations else None
+    return LocalCopy(network, local_version_variable(), scale)
 
 
 def local_counter(name: str) -> tf.Variable:
@@ -182,44 +213,47 @@ def local_version_variable() -> tf.Variable:
 
 
 # The queue's fields beside a rollout's own (core/rollout.py): the weights that acted it,
-# one per variable ("acting_weights/0", ...), and the global step they were read at.
+# one per variable ("acting_weights/0", ...), the global step they were read at, and with
+# --normalize-observations the observation scale they acted with.
 ACTING_WEIGHTS = "acting_weights/"
 ACTING_VERSION = "acting_version"
+ACTING_SCALE = ("acting_scale/mean", "acting_scale/std")
 
 
-def build_actors_and_queue(local_network, local_version: tf.Variable,
-                           env_batches: list[EnvBatch], config: A3CConfig) -> RolloutQueue:
+def build_actors_and_queue(local: LocalCopy, env_batches: list[EnvBatch],
+                           config: A3CConfig) -> RolloutQueue:
     """One actor per EnvBatch: a whole rollout of config.rollout_length steps in a
-    tf.while_loop (core/rollout.py) acting on the local copy's weights as the rollout
-    starts, enqueued with those weights and their version by a QueueRunner thread of its
-    own into one FIFOQueue."""
+    tf.while_loop (core/rollout.py) acting on the local copy as the rollout starts,
+    enqueued with those weights, their version (and observation scale) by a QueueRunner
+    thread of its own into one FIFOQueue."""
     with tf.name_scope("actors"):
         rollouts = []
         for batch in env_batches:
             # Read once per run of the enqueue op, that is once per rollout; a refresh of the
             # local copy meanwhile gives the variables new tensors and leaves these as read.
-            weights = [tf.identity(v.read_value()) for v in local_network.variables]
-            version = tf.identity(local_version.read_value())
-            acting = network_on_weights(weights, batch.info.obs_shape, batch.info.num_actions,
-                                        config, "acting_network")
+            weights, version, scale = local.snapshot()
+            acting = network_on_weights(weights, batch.info.obs_shape, batch.info.actions,
+                                        config, "acting_network", observation_scale=scale)
             rollout = build_rollout(batch, _sampling_policy(acting), config.rollout_length,
                                     state_shape=acting.state_shape if acting.recurrent else None)
             rollout.update({f"{ACTING_WEIGHTS}{i}": w for i, w in enumerate(weights)})
             rollout[ACTING_VERSION] = version
+            if scale is not None:
+                rollout.update(zip(ACTING_SCALE, scale))
             rollouts.append(rollout)
         return RolloutQueue(rollouts, config.queue_capacity)
 
 
 def _sampling_policy(network):
     """The rollout loop's policy (core/rollout.build_rollout): actions sampled from `network`."""
+    sample = network.distribution.sample
     if network.recurrent:
         def policy(obs, state):
-            logits, _, after = network.step(obs, state)
-            return sample_actions(logits), after
+            params, _, after = network.step(obs, state)
+            return sample(params), after
     else:
         def policy(obs):
-            logits, _ = network(obs)
-            return sample_actions(logits)
+            return sample(network(obs)[0])
     return policy
 
 
@@ -227,6 +261,13 @@ def acting_weights(rollout: dict) -> list:
     """The weights that acted a dequeued rollout, in network.variables' order."""
     count = sum(key.startswith(ACTING_WEIGHTS) for key in rollout)
     return [rollout[f"{ACTING_WEIGHTS}{i}"] for i in range(count)]
+
+
+def acting_scale(rollout: dict) -> ObservationScale | None:
+    """The observation scale a dequeued rollout was acted with (None: not normalized)."""
+    if ACTING_SCALE[0] not in rollout:
+        return None
+    return ObservationScale(*(rollout[key] for key in ACTING_SCALE))
 
 
 def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
@@ -241,8 +282,9 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
     during this worker's previous update (others_since_refresh), so that the update
     still crosses the network once each way per ps task."""
     with tf.name_scope("learner"):
-        acted = network_on_weights(acting_weights(rollout), info.obs_shape, info.num_actions,
-                                   config, "learner_network")
+        acted = network_on_weights(acting_weights(rollout), info.obs_shape, info.actions,
+                                   config, "learner_network",
+                                   observation_scale=acting_scale(rollout))
         update = learner_update(acted, rollout, config)
         returns, lengths = finished_episodes(rollout)
         env_steps_seen = local_counter("env_steps_seen")
@@ -250,9 +292,10 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
         others_since_refresh = local_counter("others_since_refresh")
         policy_lag = copy_version - rollout[ACTING_VERSION] + others_since_refresh.read_value()
         learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen, policy_lag)
+        sums = rollout_sums(rollout["obs"]) if config.normalize_observations else None
     return Learner(update, learning_rate, returns, lengths,
                    rollout["rewards"].shape.num_elements(), env_steps_seen,
-                   rollout[ACTING_VERSION], copy_version, others_since_refresh)
+                   rollout[ACTING_VERSION], copy_version, others_since_refresh, sums)
 
 
 def finished_episodes(rollout: dict):
@@ -273,20 +316,20 @@ def ps_tasks_in_order(globals_: Globals) -> dict[str, list[int]]:
             **{device: indices for device, indices in groups.items() if device != stats_device}}
 
 
-def exchange_with_ps(globals_: Globals, local_network, local_version: tf.Variable,
-                     learner: Learner, task: int, worker_device: str,
-                     config: A3CConfig) -> Counters:
+def exchange_with_ps(globals_: Globals, local: LocalCopy, learner: Learner, task: int,
+                     worker_device: str, config: A3CConfig) -> Counters:
     """The learner's round trip: one message from this worker to each ps task and one back
     (transfer.moved), and nothing between ps tasks.
 
     To each ps task go the gradients of its variables and the learning rate; to the ps of
-    the statistics also the rollout's finished episodes. Each ps task applies its own
+    the statistics also the rollout's finished episodes (and its observations' sums). Each
+    ps task applies its own
     variables' update with an Adam of its own: one shared optimizer would keep its beta
     powers beside the first variable and the learning rate on one task, and every other ps
     task would read them across the network on every update (docs/ps_capacity.md counts
     those RPCs). Back come each task's updated variables, which refresh the local copy, and
-    from the statistics' ps the counters. Returns the Counters on this worker, once the
-    local copy is refreshed.
+    from the statistics' ps the counters (and the observation scale). Returns the Counters
+    on this worker, once the local copy is refreshed.
     """
     variables, stats = globals_.network.variables, globals_.stats
     gradients = learner.update.gradients
@@ -295,7 +338,8 @@ def exchange_with_ps(globals_: Globals, local_network, local_version: tf.Variabl
     for device, indices in groups.items():
         is_stats_ps = device == stats.device
         outgoing = [gradients[i] for i in indices] + [learner.learning_rate]
-        if is_stats_ps:
+        if is_stats_ps:  # the episodes' returns last: the one tensor without a static shape
+            outgoing.extend(learner.observation_sums or [])
             outgoing.append(learner.finished_returns)
         with tf.name_scope("to_ps"):
             arrived = transfer.moved(outgoing, source=worker_device, destination=device)
@@ -307,38 +351,48 @@ def exchange_with_ps(globals_: Globals, local_network, local_version: tf.Variabl
                 config, global_step=globals_.global_step if is_stats_ps else None,
                 ps_task=None if is_stats_ps else tf1.DeviceSpec.from_string(device).task)
             if is_stats_ps:
+                sums, returns = arrived[len(indices) + 1:-1], arrived[-1]
                 with tf.control_dependencies([applied]):
-                    applied = stats.record(task, arrived[-1], learner.rollout_steps)
+                    applied = stats.record(task, returns, learner.rollout_steps)
+                    if sums:
+                        applied = tf.group(applied, globals_.observations.add(sums))
         returned[device] = _back_from_ps(globals_, indices, device, applied, worker_device)
-    return _refresh_local_copy(local_network, local_version, globals_, groups, returned,
-                               worker_device)
+    return _refresh_local_copy(local, globals_, groups, returned, worker_device)
 
 
 def _back_from_ps(globals_: Globals, indices: list[int], device: str, after: tf.Operation,
                   worker_device: str) -> list[tf.Tensor]:
     """The values of the variables `indices` of ps task `device` once `after` has run, and
-    from the statistics' ps the counters too, moved to this worker in one message."""
+    from the statistics' ps the counters too (then the observation scale, if normalized),
+    moved to this worker in one message."""
     with tf.name_scope("from_ps"):
         with tf1.device(device), tf.control_dependencies([after]):
             outgoing = [globals_.network.variables[i].read_value() for i in indices]
             if device == globals_.stats.device:
                 outgoing.extend(globals_.stats.counters(globals_.global_step))
+                if globals_.observations is not None:
+                    outgoing.extend(globals_.observations.scale())
         # Outside the control dependency: the worker's unpacking of the message would
         # otherwise wait on the ps's op by a message of its own.
         return transfer.moved(outgoing, source=device, destination=worker_device)
 
 
-def _refresh_local_copy(local_network, local_version: tf.Variable, globals_: Globals,
-                        groups: dict[str, list[int]], returned: dict[str, list],
-                        worker_device: str) -> Counters:
+def _refresh_local_copy(local: LocalCopy, globals_: Globals, groups: dict[str, list[int]],
+                        returned: dict[str, list], worker_device: str) -> Counters:
     """The local copy assigned the globals' values that came back (`groups` says which
-    variables each ps task sent: ps_tasks_in_order) and their version, then the counters."""
+    variables each ps task sent: ps_tasks_in_order), their version and the observation
+    scale, then the counters."""
     with tf1.device(worker_device), tf.name_scope("refresh_local"):
-        counters = returned[globals_.stats.device][-len(Counters._fields):]
-        refresh_local = assign_op(local_network, transfer.in_variable_order(groups, returned),
-                                  "refresh_local")
-        refresh_version = local_version.assign(Counters(*counters).global_step)
-        with tf.control_dependencies([refresh_local, refresh_version]):
+        from_stats_ps = returned[globals_.stats.device]
+        after_variables = from_stats_ps[len(groups[globals_.stats.device]):]
+        counters = Counters(*after_variables[:len(Counters._fields)])
+        refreshed = [assign_op(local.network, transfer.in_variable_order(groups, returned),
+                               "refresh_local"),
+                     local.version.assign(counters.global_step)]
+        if local.scale is not None:
+            refreshed.append(local.scale.assign(
+                ObservationScale(*after_variables[len(Counters._fields):])))
+        with tf.control_dependencies(refreshed):
             return Counters(*(tf.identity(value) for value in counters))
 
 
@@ -414,16 +468,21 @@ def optimizer_state(globals_: Globals, config: A3CConfig) -> dict:
             for key, parts in sums.items() if parts}
 
 
-def build_sync(globals_: Globals, local_network, local_version: tf.Variable, env_steps_seen):
+def build_sync(globals_: Globals, local: LocalCopy, env_steps_seen):
     """(saver, local init op). The Saver is built last so it covers the optimizers' slots;
     not sharded: the chief fetches every variable and writes one checkpoint, so no ps needs
     the chief's filesystem. The local init op initializes the local variables, then syncs
-    the local copy from the globals (one packed message from each ps task) with its version,
-    and reads the cluster's env steps for the learning rate's anneal."""
+    the local copy from the globals (one packed message from each ps task) with its version
+    and observation scale, and reads the cluster's env steps for the learning rate's
+    anneal."""
     saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
     with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
-        ops = [sync_local_from_global(local_network, globals_.network),
-               local_version.assign(globals_.global_step.read_value())]
+        ops = [sync_local_from_global(local.network, globals_.network),
+               local.version.assign(globals_.global_step.read_value())]
+        if local.scale is not None:
+            with tf1.device(globals_.stats.device):
+                scale = globals_.observations.scale()
+            ops.append(local.scale.assign(scale))
         if env_steps_seen is not None:
             ops.append(env_steps_seen.assign(globals_.stats.env_steps.read_value()))
         local_init_op = tf.group(*ops, name="local_init")
@@ -437,8 +496,8 @@ def sync_local_from_global(local_network, global_network):
                      "sync_local_from_global")
 
 
-def count_on_ps(globals_: Globals, local_network, local_version: tf.Variable, rollout: dict,
-                queue: RolloutQueue, task: int, worker_device: str) -> WorkerGraph:
+def count_on_ps(globals_: Globals, local: LocalCopy, rollout: dict, queue: RolloutQueue,
+                task: int, worker_device: str) -> WorkerGraph:
     """--learn false, the acting ceiling `benchmarks.run --ceiling` measures: each rollout is
     dequeued, its episodes and steps counted on the ps and the global step advanced, and
     nothing is learned; the local copy stays as the local init op synced it."""
@@ -457,9 +516,9 @@ def count_on_ps(globals_: Globals, local_network, local_version: tf.Variable, ro
         zero = tf.constant(0.0)
         no_lag = tf.constant(0, tf.int64)
         fetches = TrainFetches(
-            counters=Counters(*back), loss=zero, policy_loss=zero, value_loss=zero,
-            entropy=zero, grad_norm=zero, learning_rate=zero, update_skipped=tf.constant(False),
-            queue_size=queue.size, lag_apply=no_lag,
+            counters=Counters(*back[:len(Counters._fields)]), loss=zero, policy_loss=zero,
+            value_loss=zero, entropy=zero, grad_norm=zero, learning_rate=zero,
+            update_skipped=tf.constant(False), queue_size=queue.size, lag_apply=no_lag,
             rollout_steps=tf.constant(steps), finished_returns=returns, finished_lengths=lengths)
-        saver, local_init_op = build_sync(globals_, local_network, local_version, None)
+        saver, local_init_op = build_sync(globals_, local, None)
     return WorkerGraph(fetches, globals_.network, saver, local_init_op, {})

@@ -73,7 +73,7 @@ def checkpoint_bytes(config: A3CConfig, info: EnvInfo) -> int:
     """A lower bound of one checkpoint's files: the global network, and Adam's two moments
     of each variable when learning."""
     copies = 3 if config.learn else 1
-    return copies * PARAMETER_BYTES * parameter_count(config, info.obs_shape, info.num_actions)
+    return copies * PARAMETER_BYTES * parameter_count(config, info.obs_shape, info.actions)
 
 
 def op_threads(count: int) -> int:
@@ -141,13 +141,13 @@ def estimate(config: A3CConfig, info: EnvInfo, ps_here: int, workers_here: int,
     --queue-capacity of them queued, and one more being filled by each actor thread. Its
     learner's activations (activation_count) exist only while it learns.
     """
-    parameters = parameter_count(config, info.obs_shape, info.num_actions)
+    parameters = parameter_count(config, info.obs_shape, info.actions)
     network_bytes = parameters * PARAMETER_BYTES
     ps_copies, worker_copies = (3, 2) if config.learn else (1, 1)
     obs_bytes = math.prod(info.obs_shape) * np.dtype(info.obs_dtype).itemsize
     rollout_bytes = config.rollout_length * config.envs_per_worker * obs_bytes * 2
     activations = (learner_samples(config, info.obs_shape) * PARAMETER_BYTES
-                   * activation_count(config, info.obs_shape, info.num_actions)
+                   * activation_count(config, info.obs_shape, info.actions)
                    if config.learn else 0)
     return MemoryEstimate(
         ps=ps_here, workers=workers_here, parameters=parameters,

@@ -53,10 +53,11 @@ def time_passes(env_id: str, option: str, shape: dict, ops: bool = False) -> dic
     from tensorflow.core.protobuf import rewriter_config_pb2
 
     from a3c_graph.core.config import resolve_config
+    from a3c_graph.core.distributions import Categorical
     from a3c_graph.core.envs import env_info, env_options
     from a3c_graph.core.model import build_network
-    from a3c_graph.core.rollout import sample_actions
 
+    sample_actions = Categorical().sample  # Atari's discrete actions
     tf1 = tf.compat.v1
     tf1.disable_eager_execution()
     config = resolve_config({"env": env_id, **shape})
@@ -82,7 +83,7 @@ def time_passes(env_id: str, option: str, shape: dict, ops: bool = False) -> dic
 
     def per_observation(N: int, learn: bool, repeats: int) -> float:
         with tf.Graph().as_default():
-            network = build_network(info.obs_shape, info.num_actions, config, "local",
+            network = build_network(info.obs_shape, info.actions, config, "local",
                                     local=True)
             rng = np.random.default_rng(0)
             batch = rng.integers(0, 2, size=(N, *info.obs_shape)).astype(info.obs_dtype)

@@ -60,7 +60,6 @@ def measure(run, updates: int) -> dict:
     import tensorflow as tf
 
     from a3c_graph.core.envs import EnvBatch, env_options
-    from a3c_graph.core.model import build_network
     from a3c_graph.distributed import worker_graph as wg
     from a3c_graph.distributed.cluster import TaskSpec, session_config, start_server
     from a3c_graph.distributed.sessions import run_step
@@ -76,16 +75,13 @@ def measure(run, updates: int) -> dict:
     with tf.Graph().as_default() as graph:
         globals_ = wg.build_globals(config, spec, info, device)
         with tf1.device(device):
-            local = build_network(info.obs_shape, info.num_actions, config, "local", local=True)
-            local_version = wg.local_version_variable()
-            queue = wg.build_actors_and_queue(local, local_version, [batch], config)
-            learner = wg.build_learner(queue.dequeue(), config, info, local_version)
-        counters = wg.exchange_with_ps(globals_, local, local_version, learner, 0, device,
-                                       config)
+            local = wg.build_local_copy(info, config)
+            queue = wg.build_actors_and_queue(local, [batch], config)
+            learner = wg.build_learner(queue.dequeue(), config, info, local.version)
+        counters = wg.exchange_with_ps(globals_, local, learner, 0, device, config)
         with tf1.device(device):
             fetches = wg.train_fetches(learner, counters, queue)
-            saver, local_init_op = wg.build_sync(globals_, local, local_version,
-                                                 learner.env_steps_seen)
+            saver, local_init_op = wg.build_sync(globals_, local, learner.env_steps_seen)
             # The actors' rollout, by field, and an enqueue of one fed back (no actor runs).
             [runner] = graph.get_collection(tf1.GraphKeys.QUEUE_RUNNERS)
             rollout = dict(zip(queue.queue.names, list(runner.enqueue_ops[0].inputs)[1:]))

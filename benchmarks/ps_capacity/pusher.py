@@ -60,20 +60,18 @@ def build_update(tf, config, info, spec):
     initializers to run once, the global network). The globals and the round trip are
     build_worker_graph's own (worker_graph.build_globals, worker_graph.exchange_with_ps)."""
     from a3c_graph.core.learner import LearnerUpdate
-    from a3c_graph.core.model import build_network
     from a3c_graph.distributed.worker_graph import (
         Learner,
         build_globals,
+        build_local_copy,
         exchange_with_ps,
-        local_version_variable,
     )
 
     tf1 = tf.compat.v1
     worker_device = f"/job:worker/task:{spec.task}/cpu:0"
     globals_ = build_globals(config, spec, info, worker_device)
     with tf1.device(worker_device):
-        local_network = build_network(info.obs_shape, info.num_actions, config, "local",
-                                      local=True)
+        local = build_local_copy(info, config)
         gradients = [tf1.Variable(tf1.random_normal(v.shape, stddev=GRADIENT_STDDEV),
                                   trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES],
                                   name="gradient").read_value()
@@ -85,9 +83,7 @@ def build_update(tf, config, info, spec):
                           tf.zeros([0], tf.int32),
                           config.rollout_length * config.envs_per_worker, None,
                           tf.constant(0, tf.int64))
-        local_version = local_version_variable()
-    counters = exchange_with_ps(globals_, local_network, local_version, learner, spec.task,
-                                worker_device, config)
+    counters = exchange_with_ps(globals_, local, learner, spec.task, worker_device, config)
     update = tf.group(*counters, name="update")
     initializers = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
     return update, initializers, globals_.network

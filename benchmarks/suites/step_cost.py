@@ -50,12 +50,14 @@ def measure(env_id: str, B: int, rollouts: int, T: int = DEFAULT_T) -> dict[str,
     import tensorflow as tf
 
     from a3c_graph.core.config import resolve_config
+    from a3c_graph.core.distributions import Categorical
     from a3c_graph.core.envs import EnvBatch, env_options
     from a3c_graph.core.model import build_network
-    from a3c_graph.core.rollout import RolloutRecorder, build_rollout, sample_actions
+    from a3c_graph.core.rollout import RolloutRecorder, build_rollout
     from benchmarks.variants import tf2_common
 
     tf1 = tf.compat.v1
+    sample_actions = Categorical().sample  # Atari's discrete actions
 
     def _per_step(run, rollouts: int) -> float:
         run()  # warm-up: traces, first session.run
@@ -71,7 +73,7 @@ def measure(env_id: str, B: int, rollouts: int, T: int = DEFAULT_T) -> dict[str,
     rng = np.random.default_rng(0)
     costs = {}
 
-    actions = rng.integers(0, info.num_actions, size=(T, B)).astype(np.int32)
+    actions = rng.integers(0, info.actions.n, size=(T, B)).astype(np.int32)
 
     def env_only():
         for t in range(T):
@@ -107,7 +109,7 @@ def measure(env_id: str, B: int, rollouts: int, T: int = DEFAULT_T) -> dict[str,
 
     def in_graph(build) -> float:
         with tf.Graph().as_default():
-            network = build_network(info.obs_shape, info.num_actions, config, "local",
+            network = build_network(info.obs_shape, info.actions, config, "local",
                                     local=True)
             op = build(network)
             session_config = tf1.ConfigProto(intra_op_parallelism_threads=1,

@@ -45,7 +45,7 @@ def env_process_main(index: int, config, steps, ready, start, stop) -> None:
     batch = EnvBatch(config.env, config.envs_per_worker, seed=config.seed + 1000 * index,
                      **env_options(config))
     rng = np.random.default_rng(config.seed + index)
-    B, num_actions = batch.num_envs, batch.info.num_actions
+    B, num_actions = batch.num_envs, batch.info.actions.n
     ready.release()
     start.wait()
     while not stop.is_set():

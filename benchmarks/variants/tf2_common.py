@@ -42,12 +42,7 @@ from a3c_graph.core import model as graph_model
 from a3c_graph.core.config import A3CConfig, resolve_policy
 from a3c_graph.core.envs import EnvInfo, env_info, env_options
 from a3c_graph.core.learner import build_optimizer, learner_loss
-from a3c_graph.core.rollout import (
-    RolloutField,
-    RolloutRecorder,
-    episode_ended,
-    sample_actions,
-)
+from a3c_graph.core.rollout import RolloutField, RolloutRecorder, episode_ended
 from benchmarks.variants.tf2_run import RunStats
 
 # The rollout fields learner_loss reads.
@@ -88,10 +83,10 @@ class ActorCritic(graph_model.ActorCriticMLP):
     variable order (`variables`) are the graph variant's, so weights line up one to one.
     """
 
-    def __init__(self, obs_shape: Sequence[int], num_actions: int,
-                 hidden_sizes: Sequence[int]):
-        super().__init__(obs_shape, num_actions, hidden_sizes, "tf2",
-                         variable_factory=eager_variable)
+    def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
+                 log_std_init: float = 0.0):
+        super().__init__(obs_shape, actions, hidden_sizes, "tf2",
+                         variable_factory=eager_variable, log_std_init=log_std_init)
 
 
 class ActorCriticCNN(graph_model.ActorCriticCNN):
@@ -102,10 +97,10 @@ class ActorCriticCNN(graph_model.ActorCriticCNN):
     path (values of s_{t+1} only where needed) for it too.
     """
 
-    def __init__(self, obs_shape: Sequence[int], num_actions: int,
-                 hidden_sizes: Sequence[int], **conv):
-        super().__init__(obs_shape, num_actions, hidden_sizes, "tf2",
-                         variable_factory=eager_variable, **conv)
+    def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
+                 log_std_init: float = 0.0, **conv):
+        super().__init__(obs_shape, actions, hidden_sizes, "tf2",
+                         variable_factory=eager_variable, log_std_init=log_std_init, **conv)
 
 
 TF2Network = ActorCritic | ActorCriticCNN
@@ -116,7 +111,7 @@ def network_on(info: EnvInfo, config: A3CConfig):
     (a3c_graph.core.model.network_on_weights): the weights that act a rollout and that its
     gradient is computed on."""
     def on_weights(tensors):
-        return graph_model.network_on_weights(tensors, info.obs_shape, info.num_actions,
+        return graph_model.network_on_weights(tensors, info.obs_shape, info.actions,
                                               config, "acting_network")
     return on_weights
 
@@ -129,9 +124,9 @@ def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
         raise ValueError("the TF2 variants implement the mlp and cnn networks; --policy lstm "
                          "is graph-only")
     if torso == "cnn":
-        return ActorCriticCNN(info.obs_shape, info.num_actions, config.hidden_sizes,
-                              **graph_model.conv_settings(config))
-    return ActorCritic(info.obs_shape, info.num_actions, config.hidden_sizes)
+        return ActorCriticCNN(info.obs_shape, info.actions, config.hidden_sizes,
+                              config.log_std_init, **graph_model.conv_settings(config))
+    return ActorCritic(info.obs_shape, info.actions, config.hidden_sizes, config.log_std_init)
 
 
 class FlatWeights:
@@ -205,7 +200,7 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
         obs = tf.ensure_shape(tf.numpy_function(envs.observe, [], obs_dtype, stateful=True),
                               obs_shape)
         for t in tf.range(T):
-            actions = sample_actions(acting(obs)[0])
+            actions = acting.distribution.sample(acting(obs)[0])
             obs = tf.ensure_shape(
                 tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True), obs_shape)
         buffers = tf.numpy_function(collect, [obs], [f.dtype for f in fields], stateful=True)

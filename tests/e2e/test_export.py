@@ -51,7 +51,7 @@ def graph_outputs(logdir, observations, state=None) -> dict:
     config = read_run_config(str(logdir))
     info = env_info(config.env, **env_options(config))
     with tf.Graph().as_default():
-        network = build_network(info.obs_shape, info.num_actions, config, "global")
+        network = build_network(info.obs_shape, info.actions, config, "global")
         obs = tf.constant(observations)
         if network.recurrent:
             logits, _, after = network.step(obs, tf.constant(state))
@@ -152,3 +152,41 @@ def test_bad_input_is_one_line_and_leaves_nothing_written(tmp_path):
         a3c_graph.export(good, taken)
     forced = export("--logdir", str(good), "--out", str(taken), "--force")
     assert forced.returncode == 0 and (taken / "saved_model.pb").exists()
+
+
+def test_a_box_policy_exports_its_mean_and_log_std_and_standardizes_raw_observations(tmp_path):
+    """A Gaussian policy of a run with --normalize-observations (TargetBox: 2 actions in
+    [-2, 2]): plain TF2 feeds raw observations; greedy_action is the mean of the network on
+    the observations standardized by the checkpoint's statistics (UNTRAINED_STATISTICS),
+    log_std its log std, and policy.json gives the bounds and the normalization."""
+    import tensorflow as tf
+    from conftest import UNTRAINED_STATISTICS
+
+    from a3c_graph.exporting import export_policy
+    from tests.support import ground_truth
+
+    logdir, out = tmp_path / "run", tmp_path / "exported"
+    untrained_run(logdir, env="tests.support.action_space_envs:TargetBox-v0",
+                  normalize_observations=True, log_std_init=-0.5)
+    export_policy(str(logdir), str(out))
+    metadata = json.loads((out / "assets.extra" / "policy.json").read_text())
+    assert metadata["action_space"] == {"type": "Box", "shape": [2], "low": [-2.0, -2.0],
+                                        "high": [2.0, 2.0]}
+    assert metadata["observation_normalization"]["feed"] == "raw observations"
+    observations = np.array([[-1.0], [0.3], [0.9], [25.0]], np.float32)
+    loaded = subprocess.run([sys.executable, "-c", LOAD], input=json.dumps(
+        [[str(out), "float32", {"observations": observations.tolist()}]]),
+        capture_output=True, text=True, env=child_env(), timeout=300)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    got = json.loads(loaded.stdout.strip().splitlines()[-1])[0]
+
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(logdir)))
+    weights = {name.split("/", 1)[1]: reader.get_tensor(name)
+               for name in reader.get_variable_to_shape_map() if name.startswith("global/")}
+    mean, std = UNTRAINED_STATISTICS["mean"], UNTRAINED_STATISTICS["std"]
+    standardized = np.clip((observations - mean) / np.sqrt(std ** 2 + 1e-8), -10, 10)
+    (want_mean, want_log_std), _ = ground_truth.mlp_forward(weights, standardized)
+    np.testing.assert_allclose(got["greedy_action"], want_mean, atol=1e-5)
+    np.testing.assert_allclose(got["log_std"], want_log_std, atol=1e-6)
+    np.testing.assert_allclose(got["log_std"], -0.5, atol=1e-6)
+    assert np.shape(got["sampled_action"]) == (4, 2) and np.shape(got["value"]) == (4,)

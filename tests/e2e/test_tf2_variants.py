@@ -214,7 +214,7 @@ def tf2_model_like_the_graphs(config: A3CConfig, rollout: dict):
     info = env_info(config.env, **env_options(config))
     flat = {key: rollout[key].reshape(T * B, *info.obs_shape) for key in ("obs", "next_obs")}
     with tf.Graph().as_default():
-        network = build_network(info.obs_shape, info.num_actions, config, "graph")
+        network = build_network(info.obs_shape, info.actions, config, "graph")
         outputs = [network(tf.constant(flat[key])) for key in ("obs", "next_obs")]
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())

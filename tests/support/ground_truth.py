@@ -7,6 +7,12 @@ Written from the definitions, in float64, sharing no code with the implementatio
   G_t     = A_t + V(s_t)
   total   = -mean(log pi(a_t|s_t) A'_t) + c_v 0.5 mean((G_t - V(s_t))^2) - c_e mean(H(pi(.|s_t)))
 
+pi is a softmax over the logits for discrete actions; for a Box of n actions a Gaussian
+per dimension, mean mu_i(s) and standard deviation sigma_i = exp(log_std_i) (the same in
+every state), independent of each other:
+  log pi(a|s) = sum_i [ -(a_i - mu_i)^2 / (2 sigma_i^2) - log sigma_i - log(2 pi) / 2 ]
+  H(pi(.|s))  = sum_i [ log(2 pi e sigma_i^2) / 2 ]
+
 A'_t is A_t normalized over the rollout under --normalize-advantages; under --clip-rewards r_t
 is replaced by its sign. A_t, A'_t and G_t are targets: the gradient holds them constant.
 
@@ -52,12 +58,18 @@ def mlp_tower(weights: dict, tower: str, x):
 
 
 def mlp_forward(weights: dict, obs):
-    """logits [..., A] and values V(s) [...] of observations [..., D] of the MLP."""
-    return mlp_tower(weights, "policy", obs), mlp_tower(weights, "value", obs)[..., 0]
+    """The policy and values V(s) [...] of observations [..., D] of the MLP: the policy is
+    logits [..., A], or for a Box (the weights hold policy/log_std) the Gaussian's (mean
+    [..., n], log std [..., n])."""
+    head = mlp_tower(weights, "policy", obs)
+    if "policy/log_std" in weights:
+        head = (head, np.broadcast_to(np.asarray(weights["policy/log_std"], np.float64),
+                                      head.shape))
+    return head, mlp_tower(weights, "value", obs)[..., 0]
 
 
 def mlp_outputs(weights: dict, rollout: dict):
-    """(logits [T, B, A], V(s_t) [T, B], V(s_{t+1}) [T, B]) of the MLP on a rollout."""
+    """(the policy [T, B, ...], V(s_t) [T, B], V(s_{t+1}) [T, B]) of the MLP on a rollout."""
     logits, values = mlp_forward(weights, rollout["obs"])
     _, next_values = mlp_forward(weights, rollout["next_obs"])
     return logits, values, next_values
@@ -101,15 +113,35 @@ def targets(values, next_values, rollout: dict, config) -> dict[str, np.ndarray]
             "policy_advantages": policy_advantages}
 
 
-def a3c_loss(logits, values, held: dict, actions, config) -> dict[str, float]:
-    """The total loss and its parts from logits [T, B, A], V(s_t) [T, B] and the targets."""
-    logits = np.asarray(logits, np.float64)
+def log_prob_and_entropy(policy, actions):
+    """(log pi(a|s), H(pi(.|s))), each [...], of the taken `actions` under the policy:
+    logits [..., A] and actions [...], or a Gaussian's (mean, log std) [..., n] and actions
+    [..., n]."""
+    if isinstance(policy, tuple):
+        mean, log_std = (np.asarray(x, np.float64) for x in policy)
+        actions = np.asarray(actions, np.float64)
+        log_pi = np.zeros(mean.shape[:-1])
+        entropy = np.zeros(mean.shape[:-1])
+        for i in range(mean.shape[-1]):  # one dimension at a time, then their sum
+            sigma = np.exp(log_std[..., i])
+            log_pi += (-(actions[..., i] - mean[..., i]) ** 2 / (2 * sigma ** 2)
+                       - np.log(sigma) - 0.5 * np.log(2 * np.pi))
+            entropy += 0.5 * np.log(2 * np.pi * np.e * sigma ** 2)
+        return log_pi, entropy
+    logits = np.asarray(policy, np.float64)
     shifted = logits - logits.max(axis=-1, keepdims=True)
     log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
     log_pi = np.take_along_axis(log_p, np.asarray(actions, int)[..., None], -1)[..., 0]
+    return log_pi, -np.sum(np.exp(log_p) * log_p, axis=-1)
+
+
+def a3c_loss(policy, values, held: dict, actions, config) -> dict[str, float]:
+    """The total loss and its parts from the policy (logits [T, B, A], or a Gaussian's
+    (mean, log std) [T, B, n]), V(s_t) [T, B] and the targets."""
+    log_pi, entropies = log_prob_and_entropy(policy, actions)
     policy_loss = -np.mean(log_pi * held["policy_advantages"])
     value_loss = 0.5 * np.mean((held["returns"] - values) ** 2)
-    entropy = np.mean(-np.sum(np.exp(log_p) * log_p, axis=-1))
+    entropy = np.mean(entropies)
     total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
     return {"total": total, "policy_loss": policy_loss, "value_loss": value_loss,
             "entropy": entropy}

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from a3c_graph.core.action_space import ActionSpace
 from a3c_graph.core.config import A3CConfig
 
 T, B = 5, 3
 OBS_DIM, NUM_ACTIONS = 3, 3
+BOX = ActionSpace(NUM_ACTIONS, (-1.0,) * NUM_ACTIONS, (1.0,) * NUM_ACTIONS)
 # Non-default coefficients, so that a coefficient applied to the wrong part shows.
 CONFIG = A3CConfig(rollout_length=T, envs_per_worker=B, hidden_sizes=(6, 5), gamma=0.9,
                    gae_lambda=0.8, entropy_coef=0.05, value_coef=0.7)
@@ -22,7 +24,7 @@ CONFIG = A3CConfig(rollout_length=T, envs_per_worker=B, hidden_sizes=(6, 5), gam
 # ---------------------------------------------------------------------------------------------
 
 def hand_made_rollout(seed: int = 0, obs_dim: int = OBS_DIM,
-                      num_actions: int = NUM_ACTIONS) -> dict[str, np.ndarray]:
+                      num_actions: int = NUM_ACTIONS, box: bool = False) -> dict[str, np.ndarray]:
     """[T, B] fields as a3c_graph.core.rollout records them, with episode ends mid-rollout:
 
       env 0: terminated at t=1; its next episode ends at t=3 with both flags set
@@ -32,6 +34,8 @@ def hand_made_rollout(seed: int = 0, obs_dim: int = OBS_DIM,
     next_obs[t] is s_{t+1}, which is obs[t+1] while the episode goes on; where it ended,
     next_obs[t] is the episode's final observation and obs[t+1] the first of a new one.
     Rewards come in several sizes and both signs (and one 0), so that clipping matters.
+    box: actions are vectors of num_actions reals [T, B, n], some beyond a Box of [-1, 1]
+    (a Gaussian's samples are unbounded), instead of ids [T, B].
     """
     rng = np.random.default_rng(seed)
     terminated = np.zeros((T, B), bool)
@@ -47,7 +51,10 @@ def hand_made_rollout(seed: int = 0, obs_dim: int = OBS_DIM,
         obs[t + 1] = np.where(done[t][:, None], reset_obs, next_obs[t])
     rewards = (3.0 * rng.normal(size=(T, B))).astype(np.float32)
     rewards[0, 2] = 0.0
-    actions = rng.integers(num_actions, size=(T, B)).astype(np.int32)
+    if box:
+        actions = (1.5 * rng.normal(size=(T, B, num_actions))).astype(np.float32)
+    else:
+        actions = rng.integers(num_actions, size=(T, B)).astype(np.int32)
     return {"obs": obs, "actions": actions, "rewards": rewards, "terminated": terminated,
             "truncated": truncated, "next_obs": next_obs}
 

@@ -31,7 +31,7 @@ def test_pong_observations_are_four_stacked_42x42_grayscale_frames():
     info = env_info(PONG)
     assert info.obs_shape == (4, 42, 42)
     assert info.obs_dtype == np.uint8
-    assert info.num_actions == 6  # Pong's minimal action set
+    assert info.actions.n == 6  # Pong's minimal action set
     assert info.frame_skip == 4
 
 
@@ -62,7 +62,7 @@ def test_flags_turn_off_sticky_actions_and_turn_on_the_full_action_space():
         assert env.action_space.n == 18
     finally:
         env.close()
-    assert env_info(PONG, **env_options(config)).num_actions == 18
+    assert env_info(PONG, **env_options(config)).actions.n == 18
 
 
 def test_the_shape_of_a_huge_frame_stack_is_told_without_making_one():

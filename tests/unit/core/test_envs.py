@@ -38,14 +38,14 @@ def test_env_info_of_cartpole():
     assert info.env_id == "CartPole-v1"
     assert info.obs_shape == (4,)
     assert info.obs_dtype == np.float32
-    assert info.num_actions == 2
+    assert info.actions.n == 2
     assert info.reward_threshold == 475.0
     assert info.max_episode_steps == 500
 
 
 def test_env_info_of_another_discrete_env():
     info = env_info("Acrobot-v1")
-    assert (info.obs_shape, info.num_actions) == ((6,), 3)
+    assert (info.obs_shape, info.actions.n) == ((6,), 3)
 
 
 def test_misspelled_env_id_gets_gymnasiums_suggestion():
@@ -65,10 +65,39 @@ def test_unknown_namespace():
     assert "Namespace NoSuchNamespace not found" in message
 
 
-def test_continuous_action_env_is_rejected():
-    message = env_error("Pendulum-v1")
-    assert "'Pendulum-v1'" in message
-    assert "Box action space" in message and "Discrete" in message
+def test_a_box_action_space_gives_its_dimensions_and_bounds():
+    info = env_info("Pendulum-v1")
+    assert (info.actions.n, info.actions.low, info.actions.high) == (1, (-2.0,), (2.0,))
+    assert info.actions.continuous and info.actions.shape == (1,)
+    assert info.actions.dtype == "float32"
+
+
+ACTION_ENVS = "tests.support.action_space_envs"
+
+
+@pytest.mark.parametrize("env_id, says", [
+    ("UnboundedBox-v0", "unbounded Box action space"),
+    ("MatrixBox-v0", "Box action space of shape (2, 3)"),
+    ("DictActions-v0", "Dict action space"),
+    ("TupleActions-v0", "Tuple action space"),
+])
+def test_an_action_space_no_policy_can_act_in_is_refused_in_one_line(env_id, says):
+    message = env_error(f"{ACTION_ENVS}:{env_id}")
+    assert env_id in message and says in message
+
+
+def test_a_box_action_reaches_the_env_clipped_and_the_step_says_so():
+    """The Gaussian's samples are unbounded: the env gets them clipped to its Box, and the
+    step reports the executed action (the rollout records the chosen one: test_rollout)."""
+    envs = EnvBatch(f"{ACTION_ENVS}:TargetBox-v0", num_envs=2, seed=0)
+    try:
+        chosen = np.array([[3.5, -0.5], [-7.0, 1.25]], np.float32)
+        step = envs.step(chosen)
+        received = [env.unwrapped.last_action for env in envs._envs.envs]
+    finally:
+        envs.close()
+    np.testing.assert_array_equal(received, [[2.0, -0.5], [-2.0, 1.25]])
+    np.testing.assert_array_equal(step.action, received)
 
 
 # --------------------------------------------------------------------------- EnvBatch

@@ -20,6 +20,7 @@ from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.model import ActorCriticMLP
 from tests.support import ground_truth
 from tests.support.hand_made import (
+    BOX,
     CONFIG,
     NUM_ACTIONS,
     OBS_DIM,
@@ -38,14 +39,15 @@ tf1 = tf.compat.v1
 # ---------------------------------------------------------------------------------------------
 
 def learner_loss_in_tf(config: A3CConfig, rollout: dict, weights_seed: int = 1,
-                       obs_dim: int = OBS_DIM, num_actions: int = NUM_ACTIONS):
-    """learner.learner_loss of an ActorCriticMLP with random weights on `rollout`.
+                       obs_dim: int = OBS_DIM, actions=NUM_ACTIONS):
+    """learner.learner_loss of an ActorCriticMLP over `actions` (a number of discrete
+    actions, or an ActionSpace) with random weights on `rollout`.
 
     Returns (the loss and its parts, {"total", "policy_loss", "value_loss", "entropy"};
     the gradients of the total, by variable name; the weights, by variable name).
     """
     with tf.Graph().as_default():
-        network = ActorCriticMLP((obs_dim,), num_actions, config.hidden_sizes, "net")
+        network = ActorCriticMLP((obs_dim,), actions, config.hidden_sizes, "net")
         total, parts = learner.learner_loss(
             network, {key: tf.constant(value) for key, value in rollout.items()}, config)
         gradients = tf.gradients(total, network.variables)
@@ -73,6 +75,19 @@ def test_learner_loss_matches_the_numpy_ground_truth(normalize_advantages, clip_
                                  clip_rewards=clip_rewards)
     rollout = hand_made_rollout()
     got, _, weights = learner_loss_in_tf(config, rollout)
+    assert_parts_match(got, ground_truth.mlp_loss(weights, rollout, config))
+
+
+@pytest.mark.parametrize("normalize_advantages", [True, False])
+def test_a_gaussian_policys_loss_over_three_dimensions_matches_the_ground_truth(
+        normalize_advantages):
+    """A Box of 3 actions: the log-probability and the entropy of each dimension summed,
+    and the log-probability of the actions as sampled, some beyond the Box's bounds (the
+    env's clip is not the policy's)."""
+    config = dataclasses.replace(CONFIG, normalize_advantages=normalize_advantages)
+    rollout = hand_made_rollout(box=True)
+    assert np.abs(rollout["actions"]).max() > 1.0
+    got, _, weights = learner_loss_in_tf(config, rollout, actions=BOX)
     assert_parts_match(got, ground_truth.mlp_loss(weights, rollout, config))
 
 
@@ -125,13 +140,17 @@ def test_a_truncated_episode_bootstraps_from_its_final_observation_a_terminated_
     assert abs(after_truncation["value_loss"] - base["value_loss"]) > 1e-3
 
 
+@pytest.mark.parametrize("box", [False, True])
 @pytest.mark.parametrize("normalize_advantages", [True, False])
-def test_gradients_are_the_semi_gradient_of_the_ground_truth(normalize_advantages):
+def test_gradients_are_the_semi_gradient_of_the_ground_truth(normalize_advantages, box):
     """tf.gradients of the total loss equal central differences of the NumPy loss with the
-    advantages and returns held constant (A3C's targets carry no gradient)."""
+    advantages and returns held constant (A3C's targets carry no gradient); for a Box, the
+    log std's gradient too."""
     config = dataclasses.replace(CONFIG, normalize_advantages=normalize_advantages)
-    rollout = hand_made_rollout(seed=3)
-    _, gradients, weights = learner_loss_in_tf(config, rollout)
+    rollout = hand_made_rollout(seed=3, box=box)
+    _, gradients, weights = learner_loss_in_tf(config, rollout,
+                                               actions=BOX if box else NUM_ACTIONS)
+    assert ("policy/log_std" in gradients) == box
     want = ground_truth.mlp_semi_gradient(weights, rollout, config)
     assert set(gradients) == set(want)
     for name, gradient in gradients.items():

@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from a3c_graph.core import losses
+from a3c_graph.core.distributions import Categorical
 from tests.support.ground_truth import gae as reference_gae
 
 
@@ -204,6 +205,9 @@ def test_gae_with_lambda_zero_is_one_step_td_error():
 # Losses.
 # ---------------------------------------------------------------------------------------------
 
+CATEGORICAL = Categorical()
+
+
 def random_batch(seed, batch_size=9, num_actions=4):
     rng = np.random.default_rng(seed)
     logits = rng.normal(size=(batch_size, num_actions)) * 2.0
@@ -216,7 +220,7 @@ def random_batch(seed, batch_size=9, num_actions=4):
 
 def test_log_probs_match_numpy():
     logits, actions, *_ = random_batch(0)
-    got = run_in_graph(lambda: losses.log_probs(tf.constant(logits), tf.constant(actions)))
+    got = run_in_graph(lambda: CATEGORICAL.log_prob(tf.constant(logits), tf.constant(actions)))
     np.testing.assert_allclose(got, log_softmax(logits)[np.arange(len(actions)), actions],
                                rtol=1e-10)
 
@@ -224,7 +228,8 @@ def test_log_probs_match_numpy():
 def test_policy_gradient_loss_matches_numpy():
     logits, actions, _, advantages, _ = random_batch(1)
     got = run_in_graph(lambda: losses.policy_gradient_loss(
-        tf.constant(logits), tf.constant(actions), tf.constant(advantages)))
+        CATEGORICAL.log_prob(tf.constant(logits), tf.constant(actions)),
+        tf.constant(advantages)))
     log_pi = log_softmax(logits)[np.arange(len(actions)), actions]
     np.testing.assert_allclose(got, -np.mean(log_pi * advantages), rtol=1e-10)
 
@@ -237,7 +242,7 @@ def test_value_loss_matches_numpy():
 
 def test_entropy_matches_numpy():
     logits, *_ = random_batch(3)
-    got = run_in_graph(lambda: losses.entropy(tf.constant(logits)))
+    got = run_in_graph(lambda: tf.reduce_mean(CATEGORICAL.entropy(tf.constant(logits))))
     log_p = log_softmax(logits)
     np.testing.assert_allclose(got, np.mean(-np.sum(np.exp(log_p) * log_p, axis=-1)),
                                rtol=1e-10)
@@ -247,13 +252,13 @@ def test_entropy_matches_numpy():
 def test_entropy_of_uniform_policy_is_log_num_actions(num_actions):
     # Equal logits of any value give the uniform policy.
     logits = np.full((5, num_actions), 3.7)
-    got = run_in_graph(lambda: losses.entropy(tf.constant(logits)))
+    got = run_in_graph(lambda: tf.reduce_mean(CATEGORICAL.entropy(tf.constant(logits))))
     np.testing.assert_allclose(got, math.log(num_actions), rtol=1e-10)
 
 
 def test_entropy_of_nearly_deterministic_policy_is_near_zero():
     logits = np.array([[50.0, 0.0, 0.0], [0.0, 0.0, 50.0]])
-    got = run_in_graph(lambda: losses.entropy(tf.constant(logits)))
+    got = run_in_graph(lambda: tf.reduce_mean(CATEGORICAL.entropy(tf.constant(logits))))
     assert 0.0 <= got < 1e-15
 
 
@@ -282,7 +287,8 @@ def test_policy_gradient_flows_into_logits_but_not_advantages():
 
     def build():
         logits_t, advantages_t = tf.constant(logits), tf.constant(advantages)
-        loss = losses.policy_gradient_loss(logits_t, tf.constant(actions), advantages_t)
+        loss = losses.policy_gradient_loss(
+            CATEGORICAL.log_prob(logits_t, tf.constant(actions)), advantages_t)
         grad_advantages, = tf.gradients(loss, [advantages_t])
         assert grad_advantages is None
         return tf.gradients(loss, [logits_t])[0]

@@ -33,7 +33,7 @@ def test_every_game_is_registered_with_channels_first_bool_observations(env_id, 
     info = env_info(env_id)
     assert info.obs_shape == (channels, 10, 10)
     assert info.obs_dtype == np.bool_
-    assert info.num_actions == actions  # the -v1 ids' minimal action sets
+    assert info.actions.n == actions  # the -v1 ids' minimal action sets
     assert info.frame_skip == 1
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from a3c_graph.core.action_space import ActionSpace, as_action_space
 from a3c_graph.core.config import resolve_config
 from a3c_graph.core.model import build_network
 from a3c_graph.core.network_spec import network_variables, parameter_count
@@ -19,6 +20,7 @@ from tests.support.hand_made import name_in_scope, zero_state
 
 tf1 = tf.compat.v1
 IMAGE = (3, 7, 5)  # C, H, W
+BOX = ActionSpace(3, (-1.0, -2.0, -1.0), (1.0, 2.0, 1.0))
 NETWORKS = {  # (config flags, observation shape, actions)
     "mlp": ({"hidden_sizes": (6, 5)}, (4,), 2),
     "mlp of an image": ({"policy": "mlp", "hidden_sizes": (6,)}, IMAGE, 3),
@@ -31,16 +33,20 @@ NETWORKS = {  # (config flags, observation shape, actions)
     "lstm, mlp torso": ({"policy": "lstm", "lstm_size": 7, "hidden_sizes": (6,)}, (4,), 2),
     "lstm, cnn torso": ({"policy": "lstm", "lstm_size": 5, "conv_filters": (4,),
                          "conv_stride": (2,), "hidden_sizes": (6,)}, IMAGE, 3),
+    "mlp, Box of 3": ({"hidden_sizes": (6, 5)}, (4,), BOX),
+    "cnn, Box of 3": ({"conv_filters": (4,), "conv_stride": (2,), "hidden_sizes": (5,)},
+                      IMAGE, BOX),
+    "lstm, Box of 3": ({"policy": "lstm", "lstm_size": 7, "hidden_sizes": (6,)}, (4,), BOX),
 }
 
 
 @pytest.mark.parametrize("case", NETWORKS)
 def test_the_spec_is_the_variables_of_the_network_model_builds(case):
-    flags, obs_shape, num_actions = NETWORKS[case]
+    flags, obs_shape, actions = NETWORKS[case]
     config = resolve_config(flags)
     N = 3
     with tf.Graph().as_default():
-        network = build_network(obs_shape, num_actions, config, "global")
+        network = build_network(obs_shape, actions, config, "global")
         built = [(name_in_scope(v), tuple(v.shape.as_list())) for v in network.variables]
         observations = tf.constant(np.random.default_rng(0).random((N, *obs_shape)), tf.float32)
         if network.recurrent:
@@ -50,8 +56,11 @@ def test_the_spec_is_the_variables_of_the_network_model_builds(case):
         with tf1.Session() as session:
             session.run(tf1.global_variables_initializer())
             logits, values = session.run([logits, values])
-    assert built == network_variables(config, obs_shape, num_actions)
-    assert (logits.shape, values.shape) == ((N, num_actions), (N,))
+    assert built == network_variables(config, obs_shape, actions)
+    # The policy: n logits, or a Box's n means and n log stds.
+    assert (logits.shape, values.shape) == ((N, as_action_space(actions).policy_size), (N,))
+    if as_action_space(actions).continuous:
+        assert ("policy/log_std", (3,)) in built
 
 
 def test_the_cnns_variables_worked_out_by_hand():

@@ -201,16 +201,16 @@ def test_episode_returns_and_lengths_are_nonzero_exactly_where_an_episode_ended(
 # --------------------------------------------------------------------------- acting
 
 def test_actions_are_sampled_from_the_policy_and_nan_logits_act_uniformly():
-    """sample_actions, the actors' choice: a policy of [0.2, 0.7, 0.1] is followed in
+    """Categorical.sample, the actors' choice: a policy of [0.2, 0.7, 0.1] is followed in
     proportion (not its most likely action every time), and logits made NaN by NaN
     observations give actions spread over the whole action space (never an id outside it)."""
-    from a3c_graph.core.rollout import sample_actions
+    from a3c_graph.core.distributions import Categorical
 
     n = 20000
     logits = np.log(np.array([[0.2, 0.7, 0.1]] * n + [[np.nan] * 3] * n, np.float32))
     with tf.Graph().as_default():
         tf1.set_random_seed(3)
-        actions = sample_actions(tf.constant(logits))
+        actions = Categorical().sample(tf.constant(logits))
         with tf1.Session() as session:
             got = session.run(actions)
     assert got.dtype == np.int32
@@ -219,3 +219,25 @@ def test_actions_are_sampled_from_the_policy_and_nan_logits_act_uniformly():
     uniform = np.bincount(got[n:], minlength=3) / n
     assert len(uniform) == 3
     np.testing.assert_allclose(uniform, [1 / 3] * 3, atol=0.02)
+
+
+def test_a_box_rollout_records_the_sampled_actions_and_the_env_gets_them_clipped():
+    """A Gaussian policy's actions beyond the Box: the rollout keeps them as sampled (its
+    log-probability is of those), while the env received them clipped to [-2, 2]."""
+    batch = EnvBatch("tests.support.action_space_envs:TargetBox-v0", 2, seed=SEED)
+    with tf.Graph().as_default():
+        tf1.set_random_seed(0)
+        rollout = build_rollout(
+            batch, lambda obs: 3.0 * tf.random.normal([2, 2]) + tf.constant([4.0, -4.0]), 3)
+        with tf1.Session() as session:
+            got = session.run(rollout)
+    received = np.array([env.unwrapped.last_action for env in batch._envs.envs])
+    batch.close()
+    actions = got["actions"]
+    assert actions.dtype == np.float32 and actions.shape == (3, 2, 2)
+    assert np.abs(actions).max() > 2.0  # samples beyond the bounds, kept
+    np.testing.assert_allclose(received, np.clip(actions[-1], -2.0, 2.0))
+    x = got["obs"][..., 0]
+    clipped = np.clip(actions, -2.0, 2.0)
+    np.testing.assert_allclose(  # the reward is the clipped action's
+        got["rewards"], -((clipped[..., 0] - x) ** 2) - (clipped[..., 1] + x) ** 2, rtol=1e-5)

@@ -67,8 +67,9 @@ def hosts() -> list[str]:
 
 @pytest.mark.parametrize("env, words", [
     ("CartPol-v1", ["unknown env id 'CartPol-v1'", "CartPole"]),  # and the id it may mean
-    ("Pendulum-v1", ["'Pendulum-v1'", "Discrete"]),
-], ids=["unknown env id", "continuous actions"])
+    ("tests.support.action_space_envs:UnboundedBox-v0",
+     ["'tests.support.action_space_envs:UnboundedBox-v0'", "unbounded Box action space"]),
+], ids=["unknown env id", "unbounded actions"])
 def test_an_env_it_cannot_train_is_one_line_and_writes_nothing(hosts, tmp_path, env, words):
     logdir = tmp_path / "run"
     line = usage_error([*hosts, "--job", "worker", "--task", "0", "--logdir", str(logdir),

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 from a3c_graph.core import network_spec
+from a3c_graph.core.action_space import ActionSpace
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvInfo
 from a3c_graph.launcher import resources
 
 CARTPOLE = EnvInfo(env_id="CartPole-v1", obs_shape=(4,), obs_dtype=np.dtype(np.float32),
-                   num_actions=2, reward_threshold=475.0, max_episode_steps=500)
+                   actions=ActionSpace(2), reward_threshold=475.0, max_episode_steps=500)
 # CartPole's default network: two tanh towers 4 -> 64 -> 64, then 2 logits or 1 value.
 CARTPOLE_PARAMETERS = (4 * 64 + 64) * 2 + (64 * 64 + 64) * 2 + (64 * 2 + 2) + (64 + 1)
 
@@ -64,7 +65,7 @@ def test_the_ps_tasks_share_the_globals():
 
 def test_atari_envs_cost_more_than_classic_ones():
     pong = dataclasses.replace(CARTPOLE, env_id="ALE/Pong-v5", obs_shape=(4, 42, 42),
-                               obs_dtype=np.dtype(np.uint8), num_actions=6)
+                               obs_dtype=np.dtype(np.uint8), actions=ActionSpace(6))
     need = resources.estimate(A3CConfig(envs_per_worker=4, actor_threads=2), pong, 0, 1, 1)
     assert need.worker_envs == 2 * 4 * resources.ATARI_ENV_BYTES
     # uint8 frames: one byte a pixel; 2 rollouts queued and one being filled by each thread.
@@ -89,7 +90,7 @@ def test_sizes_are_shown_in_decimal_units(count, shown):
 
 
 PONG = dataclasses.replace(CARTPOLE, env_id="ALE/Pong-v5", obs_shape=(4, 42, 42),
-                           obs_dtype=np.dtype(np.uint8), num_actions=6)
+                           obs_dtype=np.dtype(np.uint8), actions=ActionSpace(6))
 
 
 @pytest.mark.parametrize("config, obs_shape, actions, count", [
