@@ -301,3 +301,89 @@ def test_a_resumed_run_restores_every_weight_and_adam_slot_of_the_checkpoint(in_
     # The weights did move in the first cluster: the restore is not of an initial state.
     assert any(np.abs(restored["globals"][f"global/{name}"] - weights[name]).max() > 1e-3
                for name in weights)
+
+
+# --normalize-observations: a scale chosen for worker 0's rollout, as if its actor had read it.
+ACTED_SCALE = (np.array([0.5, -0.25, 1.0, 0.0], np.float32), np.array([2.0, 0.5, 1.5, 3.0],
+                                                                       np.float32))
+
+
+def two_normalized_updates(cluster, config, rollouts, weights) -> dict:
+    """Run in the cluster child, with a second worker task added: worker 0 learns
+    rollouts[0] (acted with ACTED_SCALE), then worker 1 starts (its local init) and learns
+    rollouts[1] acted with the scale its local copy synced. What the observation statistics,
+    the local scales and worker 0's loss were."""
+    import portpicker
+
+    from tests.support.cluster_child import start_servers
+
+    cluster = {**cluster, "worker": [*cluster["worker"],
+                                     f"127.0.0.1:{portpicker.pick_unused_port()}"]}
+    servers = start_servers(cluster)
+    result = {}
+    for task, rollout in enumerate(rollouts):
+        with tf.Graph().as_default():
+            batch = EnvBatch(CLUSTER_ENV, config.envs_per_worker, seed=task)
+            built = worker_graph.build_worker_graph(config, TaskSpec(cluster, "worker", task),
+                                                    env_info(CLUSTER_ENV), [batch])
+            [runner] = tf1.get_collection(tf1.GraphKeys.QUEUE_RUNNERS)
+            network = built.global_network.variables
+            statistics = [v for v in tf1.global_variables()
+                          if v.op.name.startswith("observation_statistics/")]
+            scale = sorted((v for v in tf1.local_variables()
+                            if v.op.name.startswith("local_observation_statistics/")),
+                           key=lambda v: v.op.name)  # mean, std
+            with tf1.Session(servers["worker", task].target) as session:
+                if task == 0:
+                    session.run(tf1.global_variables_initializer())
+                    session.run([v.assign(weights[name_in_scope(v)]) for v in network])
+                session.run(built.local_init_op)
+                synced = session.run(scale)
+                acted = ACTED_SCALE if task == 0 else synced
+                queued = {**rollout, worker_graph.ACTING_VERSION: np.int64(task),
+                          **dict(zip(worker_graph.ACTING_SCALE, acted)),
+                          **{f"{worker_graph.ACTING_WEIGHTS}{i}": value for i, value in
+                             enumerate(session.run([v.read_value() for v in network]))}}
+                session.run(runner.queue.enqueue({k: tf.constant(v) for k, v in queued.items()}))
+                fetched = session.run(built.train_fetches)
+                result[task] = {"synced": synced, "after": session.run(scale),
+                                "loss": float(fetched.loss),
+                                "statistics": _values(session, statistics)}
+            batch.close()
+    return result
+
+
+def test_two_workers_observation_statistics_add_up_and_each_update_uses_its_rollouts_scale(
+        in_cluster):
+    """--normalize-observations through a real ps: two workers' rollouts add up to the count,
+    sum and sum of squares of all their observations; a worker's local copy syncs and then
+    refreshes to their mean and standard deviation (NumPy's, over both rollouts); and the
+    loss of an update is that of its observations standardized by the scale the rollout was
+    acted with (not the globals' nor the local copy's)."""
+    config = dataclasses.replace(UPDATE_CONFIG, normalize_observations=True)
+    rollouts = [queued_rollout(seed=4), queued_rollout(seed=6)]
+    rollouts[1]["obs"] = 3.0 * rollouts[1]["obs"] + 1.0  # another mean and spread
+    weights = network_weights(seed=5)
+    got = in_cluster("tests.cluster.test_worker_graph_cluster:two_normalized_updates",
+                     config=config, rollouts=rollouts, weights=weights)
+
+    def scale_of(*batches):
+        x = np.concatenate([b["obs"].reshape(-1, 4) for b in batches]).astype(np.float64)
+        return x.mean(axis=0), np.sqrt(x.var(axis=0) + 1e-8)
+
+    both = np.concatenate([r["obs"].reshape(-1, 4) for r in rollouts]).astype(np.float64)
+    statistics = got[1]["statistics"]
+    np.testing.assert_allclose(statistics["observation_statistics/count"], len(both))
+    np.testing.assert_allclose(statistics["observation_statistics/sum"], both.sum(axis=0))
+    np.testing.assert_allclose(statistics["observation_statistics/sum_of_squares"],
+                               (both ** 2).sum(axis=0))
+    np.testing.assert_allclose(got[0]["synced"], [np.zeros(4), np.ones(4)], atol=1e-4)
+    np.testing.assert_allclose(got[0]["after"], scale_of(rollouts[0]), rtol=1e-5)
+    np.testing.assert_allclose(got[1]["synced"], scale_of(rollouts[0]), rtol=1e-5)
+    np.testing.assert_allclose(got[1]["after"], scale_of(*rollouts), rtol=1e-5)
+    mean, std = ACTED_SCALE
+    standardized = {**rollouts[0],
+                    **{key: np.clip((rollouts[0][key] - mean) / std, -10, 10)
+                       for key in ("obs", "next_obs")}}
+    want = ground_truth.mlp_loss(weights, standardized, config)["total"]
+    assert got[0]["loss"] == pytest.approx(want, rel=2e-5)

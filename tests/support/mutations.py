@@ -241,6 +241,11 @@ MUTATIONS = [
              "tests/unit/core/test_rollout.py::test_a_box_rollout_records_the_sampled_actions_"
              "and_the_env_gets_them_clipped",
              "the action clipped to the Box before the log-probability"),
+    Mutation("statistics-overwritten", "a3c_graph/core/normalization.py",
+             "v.assign_add(s, use_locking=True)", "v.assign(s, use_locking=True)",
+             "tests/cluster/test_worker_graph_cluster.py::test_two_workers_observation_"
+             "statistics_add_up_and_each_update_uses_its_rollouts_scale",
+             "each rollout's observation statistics replacing the cluster's, not added"),
     Mutation("statistics-not-frozen", "a3c_graph/core/normalization.py",
              "return statistics.scale(), statistics.variables",
              "return None, statistics.variables",
