@@ -42,6 +42,7 @@ from a3c_graph.core import model as graph_model
 from a3c_graph.core.config import A3CConfig, resolve_policy
 from a3c_graph.core.envs import EnvInfo, env_info, env_options
 from a3c_graph.core.learner import build_optimizer, learner_loss
+from a3c_graph.core.normalization import ObservationScale, scale_of
 from a3c_graph.core.rollout import RolloutField, RolloutRecorder, episode_ended
 from benchmarks.variants.tf2_run import RunStats
 
@@ -51,6 +52,8 @@ LEARNER_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_ob
 # version: the parameter holder's update count when it sent them.
 ACTING_WEIGHTS = "acting_weights"
 ACTING_VERSION = "acting_version"
+# With --normalize-observations, the observation scale the rollout was acted with.
+ACTING_SCALE = ("acting_scale/mean", "acting_scale/std")
 
 
 def configure_tensorflow(config: A3CConfig) -> str:
@@ -107,13 +110,38 @@ TF2Network = ActorCritic | ActorCriticCNN
 
 
 def network_on(info: EnvInfo, config: A3CConfig):
-    """tensors (one per variable) -> the network build_model makes, computing with them
-    (a3c_graph.core.model.network_on_weights): the weights that act a rollout and that its
-    gradient is computed on."""
-    def on_weights(tensors):
+    """(tensors (one per variable), observation scale or None) -> the network build_model
+    makes, computing with them (a3c_graph.core.model.network_on_weights): the weights that
+    act a rollout and that its gradient is computed on."""
+    def on_weights(tensors, scale=None):
         return graph_model.network_on_weights(tensors, info.obs_shape, info.actions,
-                                              config, "acting_network")
+                                              config, "acting_network",
+                                              observation_scale=scale)
     return on_weights
+
+
+class LocalScale:
+    """A worker's copy of the holder's observation scale (--normalize-observations): two
+    float32 variables [D], set with the weights."""
+
+    def __init__(self, obs_dim: int):
+        self.mean = tf.Variable(tf.zeros([obs_dim]), trainable=False)
+        self.std = tf.Variable(tf.ones([obs_dim]), trainable=False)
+
+    def read(self) -> ObservationScale:
+        return ObservationScale(tf.identity(self.mean.read_value()),
+                                tf.identity(self.std.read_value()))
+
+    def assign(self, scale) -> None:
+        self.mean.assign(scale[0])
+        self.std.assign(scale[1])
+
+
+def acting_scale(rollout: dict) -> ObservationScale | None:
+    """The observation scale a rollout was acted with, None if it was not normalized."""
+    if ACTING_SCALE[0] not in rollout:
+        return None
+    return ObservationScale(*(rollout[key] for key in ACTING_SCALE))
 
 
 def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
@@ -167,7 +195,7 @@ class FlatWeights:
 
 
 def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRecorder,
-                          version: tf.Variable | None = None):
+                          version: tf.Variable | None = None, scale: LocalScale | None = None):
     """tf.function: () -> one T-step rollout of the recorder's B envs, in one call.
 
     Inside, the local copy's weights are read once (`weights`, a FlatWeights of it) and the
@@ -179,7 +207,8 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
     the filled buffers over after it, and depends on the last observation, so on every env
     step. Returns a dict of the recorder's fields, tensors [T, B, ...]
     (a3c_graph.core.rollout's keys and meanings), ACTING_WEIGHTS [N] and ACTING_VERSION
-    (`version`, an int64 variable set with the weights; 0 without one).
+    (`version`, an int64 variable set with the weights; 0 without one), and the
+    ACTING_SCALE read from `scale` (--normalize-observations) with the weights.
     """
     envs, fields, T = recorder.envs, recorder.fields, recorder.T
     obs_dtype = tf.as_dtype(np.dtype(envs.info.obs_dtype))
@@ -196,7 +225,8 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
         acting_weights = weights.flatten_variables()
         acting_version = (tf.identity(version.read_value()) if version is not None
                           else tf.constant(0, tf.int64))
-        acting = on_weights(weights.split(acting_weights))
+        scale_now = None if scale is None else scale.read()
+        acting = on_weights(weights.split(acting_weights), scale_now)
         obs = tf.ensure_shape(tf.numpy_function(envs.observe, [], obs_dtype, stateful=True),
                               obs_shape)
         for t in tf.range(T):
@@ -204,7 +234,8 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
             obs = tf.ensure_shape(
                 tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True), obs_shape)
         buffers = tf.numpy_function(collect, [obs], [f.dtype for f in fields], stateful=True)
-        return {ACTING_WEIGHTS: acting_weights, ACTING_VERSION: acting_version,
+        scaled = {} if scale_now is None else dict(zip(ACTING_SCALE, scale_now))
+        return {ACTING_WEIGHTS: acting_weights, ACTING_VERSION: acting_version, **scaled,
                 **{f.name: tf.ensure_shape(buffer, f.shape)
                    for f, buffer in zip(fields, buffers)}}
 
@@ -220,7 +251,7 @@ def learner_signature(fields: Sequence[RolloutField]) -> dict[str, tf.TensorSpec
 
 
 def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
-                           fields: Sequence[RolloutField]):
+                           fields: Sequence[RolloutField], obs_dim: int = 0):
     """tf.function: rollout -> (flat gradients [N] clipped to config.grad_clip_norm, the
     returns [K] of the episodes that ended in it (time-major, so in the order they ended,
     as in the graph), loss parts).
@@ -228,16 +259,21 @@ def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
     fields: the rollout's (a RolloutRecorder's `fields`), which fix its T and B. The
     gradients are of learner_loss on the weights that acted the rollout (its
     ACTING_WEIGHTS, through `on_weights`: network_on), in FlatWeights order, as the graph
-    worker computes them (worker_graph.py's docstring: the policy lag).
+    worker computes them (worker_graph.py's docstring: the policy lag); with
+    --normalize-observations, on the observations standardized by its ACTING_SCALE (obs_dim:
+    their size).
     """
     signature = {**learner_signature(fields), ACTING_WEIGHTS: weights.spec}
+    if config.normalize_observations:
+        signature.update({key: tf.TensorSpec([obs_dim], tf.float32) for key in ACTING_SCALE})
 
     @tf.function(input_signature=[signature])
     def gradients_of(rollout):
         acting_weights = weights.split(rollout[ACTING_WEIGHTS])
         with tf.GradientTape() as tape:
             tape.watch(acting_weights)
-            loss, parts = learner_loss(on_weights(acting_weights), rollout, config)
+            loss, parts = learner_loss(on_weights(acting_weights, acting_scale(rollout)),
+                                       rollout, config)
         gradients = tape.gradient(loss, acting_weights)
         clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
         finished = tf.boolean_mask(rollout["episode_returns"],
@@ -261,6 +297,8 @@ class RolloutResult:
     # The worker's own first applied update (its progress file's training_started), None
     # until it has one: its --max-seconds count from there, as a graph worker's do.
     started: float | None = None
+    # --normalize-observations: the count, sum and sum of squares [D] of its observations.
+    observation_sums: list | None = None
 
 
 @dataclass
@@ -271,6 +309,8 @@ class Reply:
     weights: np.ndarray | None
     stats: dict[str, Any]
     stop_reason: str | None
+    # --normalize-observations: the observation scale (mean, std [D]) after the update.
+    scale: tuple | None = None
 
 
 class ParameterHolder:
@@ -300,6 +340,18 @@ class ParameterHolder:
             self._apply = tf.function(self._apply_and_read, input_signature=[
                 self.weights.spec, tf.TensorSpec([], tf.float32)])
             self._apply.get_concrete_function()  # traced in start-up
+        # --normalize-observations: the sums of every observation the workers acted on, the
+        # graph's ObservationStatistics (normalization.py), added to as each result arrives.
+        self.observation_sums = ([0.0, np.zeros(int(np.prod(info.obs_shape))),
+                                  np.zeros(int(np.prod(info.obs_shape)))]
+                                 if config.normalize_observations else None)
+
+    def scale(self) -> tuple | None:
+        """The observation scale (mean, std) of the sums so far (the graph's scale_of)."""
+        if self.observation_sums is None:
+            return None
+        return tuple(x.numpy() for x in scale_of(*(tf.constant(s, tf.float64)
+                                                   for s in self.observation_sums)))
 
     def _apply_and_read(self, flat_gradients, learning_rate):
         self.learning_rate.assign(learning_rate)
@@ -310,7 +362,7 @@ class ParameterHolder:
     def initial(self) -> Reply:
         """The initial weights every worker starts from."""
         with tf.device(self.device):
-            return Reply(self.weights.read().numpy(), self.stats.snapshot(), None)
+            return Reply(self.weights.read().numpy(), self.stats.snapshot(), None, self.scale())
 
     def update(self, result: RolloutResult) -> Reply:
         """Apply one worker's update, at the learning rate of the env steps so far (the
@@ -325,10 +377,13 @@ class ParameterHolder:
                                            * self.config.staleness_scale(policy_lag))
                 with tf.device(self.device):
                     weights = self._apply(result.gradients, learning_rate).numpy()
+            if self.observation_sums is not None and result.observation_sums is not None:
+                self.observation_sums = [total + part for total, part in
+                                         zip(self.observation_sums, result.observation_sums)]
             self.stats.record(result.task, result.env_steps, result.finished_returns,
                               result.started)
         reason = self.stats.worker_stop_reason(result.task)
-        return Reply(None if reason else weights, self.stats.snapshot(), reason)
+        return Reply(None if reason else weights, self.stats.snapshot(), reason, self.scale())
 
     def request_stop(self, reason: str) -> None:
         """Stop the run from outside (a signal, the deadline): every worker is told so with

@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_options
+from a3c_graph.core.normalization import rollout_sums
 from a3c_graph.core.rollout import RolloutRecorder, episode_ended
 from a3c_graph.progress import ProgressFile
 from benchmarks.variants import tf2_common
@@ -69,13 +70,16 @@ class TF2Worker:
             self.weights = tf2_common.FlatWeights(self.model.variables)
             # The holder's update count when it sent the weights: the rollouts' acting_version.
             self.version = tf.Variable(0, dtype=tf.int64, trainable=False)
+            obs_dim = int(np.prod(info.obs_shape))
+            self.scale = (tf2_common.LocalScale(obs_dim) if config.normalize_observations
+                          else None)
             on_weights = tf2_common.network_on(info, config)
             self.rollout_functions = [
                 tf2_common.make_rollout_function(self.weights, on_weights, recorder,
-                                                 self.version)
+                                                 self.version, self.scale)
                 for recorder in self.recorders]
             self.gradients_of = tf2_common.make_gradient_function(
-                self.weights, on_weights, config, self.recorders[0].fields)
+                self.weights, on_weights, config, self.recorders[0].fields, obs_dim)
             # Traced now, in start-up, as the graph variant builds its graph before it
             # trains; not by the threads that first call them.
             for function in self.rollout_functions:
@@ -84,7 +88,8 @@ class TF2Worker:
                 self.gradients_of.get_concrete_function()
             self.weights.assign.get_concrete_function()
         self.learner_keys = (*tf2_common.learner_signature(self.recorders[0].fields),
-                             tf2_common.ACTING_WEIGHTS)
+                             tf2_common.ACTING_WEIGHTS,
+                             *(tf2_common.ACTING_SCALE if self.scale is not None else ()))
         self.rollouts: queue.Queue = queue.Queue(maxsize=config.queue_capacity)
         self.stopping = threading.Event()
         self.actor_error: BaseException | None = None
@@ -92,11 +97,14 @@ class TF2Worker:
                                          daemon=True)
                         for k, fn in enumerate(self.rollout_functions)]
 
-    def set_weights(self, flat: np.ndarray, version: int) -> None:
-        """The local copy set to the holder's weights after its update number `version`."""
+    def set_weights(self, flat: np.ndarray, version: int, scale: tuple | None = None) -> None:
+        """The local copy set to the holder's weights after its update number `version`
+        (and, with --normalize-observations, to its observation scale)."""
         with tf.device(self.device):
             self.weights.assign(flat)
             self.version.assign(version)
+            if self.scale is not None and scale is not None:
+                self.scale.assign(scale)
 
     def start_actors(self) -> None:
         for thread in self.threads:
@@ -140,9 +148,12 @@ class TF2Worker:
         with tf.device(self.device):
             gradients, finished, parts = self.gradients_of(
                 {key: rollout[key] for key in self.learner_keys})
+            sums = (None if self.scale is None
+                    else [x.numpy() for x in rollout_sums(rollout["obs"])])
         return RolloutResult(self.task, gradients.numpy(),
                              int(rollout[tf2_common.ACTING_VERSION]), env_steps,
-                             [float(r) for r in finished.numpy()], float(parts["entropy"]))
+                             [float(r) for r in finished.numpy()], float(parts["entropy"]),
+                             observation_sums=sums)
 
     def stop(self) -> None:
         """Stop the actor threads (each finishes its rollout) and close the envs."""
@@ -180,7 +191,7 @@ def train(worker: TF2Worker, progress: ProgressFile,
                 reason = reply.stop_reason
                 break
             if reply.weights is not None:  # None acting only: nothing was applied
-                worker.set_weights(reply.weights, reply.stats["global_step"])
+                worker.set_weights(reply.weights, reply.stats["global_step"], reply.scale)
             if progress.due():
                 progress.write("running")
         progress.write("done", stop_reason=reason)
