@@ -26,7 +26,7 @@ setup(
                   "pygame-ce==2.5.8"],
         "bench": ["ray==2.60.0", "matplotlib==3.11.2"],
         # MuJoCo's physics for Gymnasium's HalfCheetah-v5, Hopper-v5, Walker2d-v5.
-        "mujoco": ["mujoco==4.0.0"],
+        "mujoco": ["mujoco==3.3.7"],
         # pyyaml: tests/unit/launcher/test_kubernetes.py reads deploy/kubernetes/tfjob.yaml.
         # pytest-random-order: the suite runs in a random order (pyproject.toml's addopts).
         # import-linter: `make lint` fails on an import against the layers (pyproject.toml).
