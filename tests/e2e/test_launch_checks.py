@@ -150,7 +150,7 @@ def _write(path: Path, text: str) -> str:
 
 BAD_INPUTS = {
     "unknown env": lambda tmp: ["--env", "NoSuchEnv-v0"],
-    "continuous actions": lambda tmp: ["--env", "MountainCarContinuous-v0"],
+    "unbounded actions": lambda tmp: ["--env", "tests.support.action_space_envs:UnboundedBox-v0"],
     "zero workers": lambda tmp: ["--workers", "0"],
     "zero ps": lambda tmp: ["--ps", "0"],
     "bad gamma": lambda tmp: ["--gamma", "1.5"],
