@@ -36,17 +36,7 @@ class ActionSpace:
         """P: the width of the policy's output (the distribution's parameters)."""
         return 2 * self.n if self.continuous else self.n
 
-    def describe(self) -> str:
-        if not self.continuous:
-            return f"{self.n} discrete actions"
-        return f"{self.n} real actions in [{_bounds(self.low)}, {_bounds(self.high)}]"
-
 
 def as_action_space(actions) -> ActionSpace:
     """An ActionSpace as it is, an int as that many discrete actions."""
     return actions if isinstance(actions, ActionSpace) else ActionSpace(int(actions))
-
-
-def _bounds(values) -> str:
-    values = sorted(set(values))
-    return f"{values[0]:g}" if len(values) == 1 else "(" + ", ".join(f"{v:g}" for v in values) + ")"

@@ -46,6 +46,18 @@ def standardized(observations, scale: ObservationScale | None):
     return tf.clip_by_value((observations - scale.mean) / scale.std, -CLIP, CLIP)
 
 
+# A rollout's fields (beside its own, core/rollout.py) for the scale it was acted with: the
+# graph worker's queue and the TF2 variants' rollouts carry the same two.
+ROLLOUT_FIELDS = ("acting_scale/mean", "acting_scale/std")
+
+
+def scale_in(rollout: dict) -> ObservationScale | None:
+    """The observation scale a rollout was acted with (None: not normalized)."""
+    if ROLLOUT_FIELDS[0] not in rollout:
+        return None
+    return ObservationScale(*(rollout[key] for key in ROLLOUT_FIELDS))
+
+
 class ObservationStatistics:
     """The cluster's sums of observations [D] (count, sum, sum of squares), float64 global
     variables in the current device scope, named observation_statistics/..."""

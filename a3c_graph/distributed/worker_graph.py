@@ -53,10 +53,12 @@ from a3c_graph.core.envs import EnvBatch, EnvInfo
 from a3c_graph.core.learner import LearnerUpdate, build_optimizer, learner_update, learning_rate_now
 from a3c_graph.core.model import assign_op, build_network, network_on_weights
 from a3c_graph.core.normalization import (
+    ROLLOUT_FIELDS,
     LocalScale,
     ObservationScale,
     ObservationStatistics,
     rollout_sums,
+    scale_in,
 )
 from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended
 from a3c_graph.core.stats import Counters, EpisodeStats
@@ -197,7 +199,9 @@ def build_local_copy(info: EnvInfo, config: A3CConfig) -> LocalCopy:
     """This worker's local copy (local variables: never saved), on the current device."""
     network = build_network(info.obs_shape, info.actions, config, "local", local=True)
     scale = LocalScale(math.prod(info.obs_shape)) if config.normalize_observations else None
-    return LocalCopy(network, local_version_variable(), scale)
+    # Its version: the global step its weights were read at, from which the policy lag is
+    # measured.
+    return LocalCopy(network, local_counter("local_version"), scale)
 
 
 def local_counter(name: str) -> tf.Variable:
@@ -206,18 +210,12 @@ def local_counter(name: str) -> tf.Variable:
                             trainable=False, collections=[tf1.GraphKeys.LOCAL_VARIABLES])
 
 
-def local_version_variable() -> tf.Variable:
-    """The local copy's version: the global step its weights were read at, from which the
-    policy lag is measured."""
-    return local_counter("local_version")
-
-
 # The queue's fields beside a rollout's own (core/rollout.py): the weights that acted it,
 # one per variable ("acting_weights/0", ...), the global step they were read at, and with
-# --normalize-observations the observation scale they acted with.
+# --normalize-observations the observation scale they acted with (normalization.py's
+# ROLLOUT_FIELDS).
 ACTING_WEIGHTS = "acting_weights/"
 ACTING_VERSION = "acting_version"
-ACTING_SCALE = ("acting_scale/mean", "acting_scale/std")
 
 
 def build_actors_and_queue(local: LocalCopy, env_batches: list[EnvBatch],
@@ -239,7 +237,7 @@ def build_actors_and_queue(local: LocalCopy, env_batches: list[EnvBatch],
             rollout.update({f"{ACTING_WEIGHTS}{i}": w for i, w in enumerate(weights)})
             rollout[ACTING_VERSION] = version
             if scale is not None:
-                rollout.update(zip(ACTING_SCALE, scale))
+                rollout.update(zip(ROLLOUT_FIELDS, scale))
             rollouts.append(rollout)
         return RolloutQueue(rollouts, config.queue_capacity)
 
@@ -263,13 +261,6 @@ def acting_weights(rollout: dict) -> list:
     return [rollout[f"{ACTING_WEIGHTS}{i}"] for i in range(count)]
 
 
-def acting_scale(rollout: dict) -> ObservationScale | None:
-    """The observation scale a dequeued rollout was acted with (None: not normalized)."""
-    if ACTING_SCALE[0] not in rollout:
-        return None
-    return ObservationScale(*(rollout[key] for key in ACTING_SCALE))
-
-
 def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
                   local_version: tf.Variable) -> Learner:
     """The update a dequeued rollout makes (core/learner.py: the A3C loss, its clipped
@@ -284,7 +275,7 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
     with tf.name_scope("learner"):
         acted = network_on_weights(acting_weights(rollout), info.obs_shape, info.actions,
                                    config, "learner_network",
-                                   observation_scale=acting_scale(rollout))
+                                   observation_scale=scale_in(rollout))
         update = learner_update(acted, rollout, config)
         returns, lengths = finished_episodes(rollout)
         env_steps_seen = local_counter("env_steps_seen")

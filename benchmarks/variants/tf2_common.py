@@ -42,7 +42,7 @@ from a3c_graph.core import model as graph_model
 from a3c_graph.core.config import A3CConfig, resolve_policy
 from a3c_graph.core.envs import EnvInfo, env_info, env_options
 from a3c_graph.core.learner import build_optimizer, learner_loss
-from a3c_graph.core.normalization import ObservationScale, scale_of
+from a3c_graph.core.normalization import ROLLOUT_FIELDS, ObservationScale, scale_in, scale_of
 from a3c_graph.core.rollout import RolloutField, RolloutRecorder, episode_ended
 from benchmarks.variants.tf2_run import RunStats
 
@@ -52,8 +52,9 @@ LEARNER_KEYS = ("obs", "actions", "rewards", "terminated", "truncated", "next_ob
 # version: the parameter holder's update count when it sent them.
 ACTING_WEIGHTS = "acting_weights"
 ACTING_VERSION = "acting_version"
-# With --normalize-observations, the observation scale the rollout was acted with.
-ACTING_SCALE = ("acting_scale/mean", "acting_scale/std")
+# With --normalize-observations, the observation scale the rollout was acted with: the
+# graph worker's fields (normalization.ROLLOUT_FIELDS).
+ACTING_SCALE = ROLLOUT_FIELDS
 
 
 def configure_tensorflow(config: A3CConfig) -> str:
@@ -135,13 +136,6 @@ class LocalScale:
     def assign(self, scale) -> None:
         self.mean.assign(scale[0])
         self.std.assign(scale[1])
-
-
-def acting_scale(rollout: dict) -> ObservationScale | None:
-    """The observation scale a rollout was acted with, None if it was not normalized."""
-    if ACTING_SCALE[0] not in rollout:
-        return None
-    return ObservationScale(*(rollout[key] for key in ACTING_SCALE))
 
 
 def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
@@ -272,7 +266,7 @@ def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
         acting_weights = weights.split(rollout[ACTING_WEIGHTS])
         with tf.GradientTape() as tape:
             tape.watch(acting_weights)
-            loss, parts = learner_loss(on_weights(acting_weights, acting_scale(rollout)),
+            loss, parts = learner_loss(on_weights(acting_weights, scale_in(rollout)),
                                        rollout, config)
         gradients = tape.gradient(loss, acting_weights)
         clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from a3c_graph.core import normalization
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_info
 from a3c_graph.core.model import ActorCriticMLP
@@ -341,7 +342,7 @@ def two_normalized_updates(cluster, config, rollouts, weights) -> dict:
                 synced = session.run(scale)
                 acted = ACTED_SCALE if task == 0 else synced
                 queued = {**rollout, worker_graph.ACTING_VERSION: np.int64(task),
-                          **dict(zip(worker_graph.ACTING_SCALE, acted)),
+                          **dict(zip(normalization.ROLLOUT_FIELDS, acted)),
                           **{f"{worker_graph.ACTING_WEIGHTS}{i}": value for i, value in
                              enumerate(session.run([v.read_value() for v in network]))}}
                 session.run(runner.queue.enqueue({k: tf.constant(v) for k, v in queued.items()}))
