@@ -8,10 +8,11 @@ MINATAR := minatar==1.0.15
 
 .PHONY: train test test-all lint clean
 
-$(STAMP): setup.py Makefile
+$(STAMP): setup.py Makefile scripts/install_render_libs.sh
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet -e '.[dev,bench,atari,mujoco]'
 	$(VENV)/bin/pip install --quiet --no-deps $(MINATAR)
+	scripts/install_render_libs.sh
 	touch $(STAMP)
 
 ## Train CartPole-v1 on a local cluster (1 ps + 2 workers). Extra flags: make train ARGS="..."

@@ -51,12 +51,16 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
     import gymnasium as gym
 
     from a3c_graph.core.envs import env_options, make_env
+    from a3c_graph.recording import record_replay, renders_apart
 
-    if video_dir:
-        name_prefix = f"{os.path.basename(checkpoint)}-seed{seed}"
+    env = make_env(config.env, **env_options(config))
+    name_prefix = f"{os.path.basename(checkpoint)}-seed{seed}"
+    # MuJoCo renders in a process without TensorFlow: the first episode's actions are kept,
+    # then replayed there (recording.py). Other envs record here as they play.
+    replayed = bool(video_dir) and renders_apart(env)
+    if video_dir and not replayed:
+        env.close()
         env = _recording_env(config, video_dir, name_prefix)
-    else:
-        env = make_env(config.env, **env_options(config))
     policy = _one_env_policy(config, env, sample, device)
     returns, lengths = [], []
     with _quiet_session(policy.graph, session_config) as session:
@@ -67,13 +71,23 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
                 obs, _ = env.reset(seed=seed + episode)
             except gym.error.DependencyNotInstalled as error:  # rendering, e.g. pygame
                 raise UsageError(f"--record cannot render {config.env}: {error}") from None
-            total, steps, truncated = _play_to_the_end(session, policy, env, obs)
+            sent = [] if replayed and episode == 0 else None
+            total, steps, truncated = _play_to_the_end(session, policy, env, obs, sent)
             returns.append(total)
             lengths.append(steps)
             # A greedy policy in a deterministic env can repeat one rally until the time limit.
             cut_off = ", cut off by the env's time limit" if truncated else ""
             say(f"{label}episode {episode + 1}/{episodes}: return {total:.1f} in {steps:,} "
                 f"steps{cut_off}")
+            if sent is not None:
+                again, again_steps = record_replay(config.env, env_options(config), seed, sent,
+                                                   video_dir, name_prefix)
+                if (again_steps, round(again, 6)) != (steps, round(total, 6)):
+                    raise UsageError(
+                        f"--record replayed a different episode of {config.env}: return "
+                        f"{again:.3f} in {again_steps} steps, played {total:.3f} in {steps}")
+                say(f"{label}recorded episode 1 in a process of its own (MuJoCo renders "
+                    f"apart from TensorFlow): replayed return {again:.1f}, as played")
     env.close()
     if video_dir and gif_seconds:
         mp4 = os.path.join(video_dir, f"{name_prefix}-episode-0.mp4")
@@ -128,8 +142,10 @@ def _action(network, policy, sample: bool):
     return distribution.sample(policy) if sample else distribution.mode(policy)
 
 
-def _play_to_the_end(session, policy: _Policy, env, obs) -> tuple[float, int, bool]:
-    """(return, steps, cut off by the time limit) of the episode `env` has just begun."""
+def _play_to_the_end(session, policy: _Policy, env, obs,
+                     sent: list | None = None) -> tuple[float, int, bool]:
+    """(return, steps, cut off by the time limit) of the episode `env` has just begun;
+    `sent`, if given, gets each action as it was sent to env.step."""
     import numpy as np
 
     total, steps, terminated, truncated = 0.0, 0, False, False
@@ -142,8 +158,10 @@ def _play_to_the_end(session, policy: _Policy, env, obs) -> tuple[float, int, bo
         else:
             action = session.run(policy.action, {policy.obs: np.asarray(obs)[None]})
         # A discrete action as the int Gymnasium expects; a Box's as its float32 vector.
-        obs, reward, terminated, truncated, _ = env.step(
-            action[0] if action.ndim > 1 else int(action[0]))
+        action = action[0] if action.ndim > 1 else int(action[0])
+        if sent is not None:
+            sent.append(action)
+        obs, reward, terminated, truncated, _ = env.step(action)
         total += float(reward)
         steps += 1
     return total, steps, truncated and not terminated
@@ -262,7 +280,9 @@ def write_gif(mp4: str, seconds: float, width: int = 160, speed: float = 1.0) ->
         if speed != 1.0:
             # Same frame rate, fewer frames: browsers slow down GIF delays under 20 ms.
             part = part.with_speed_scaled(speed)
-        part.write_gif(gif, fps=clip.fps, logger=None)
+        # At most 50 frames a second (MuJoCo's Hopper renders 125): browsers slow down GIF
+        # delays under 20 ms, so more frames would play the GIF slower, not smoother.
+        part.write_gif(gif, fps=min(clip.fps, 50), logger=None)
     return gif
 
 

@@ -252,6 +252,11 @@ MUTATIONS = [
              "tests/e2e/test_export.py::test_a_box_policy_exports_its_mean_and_log_std_and_"
              "standardizes_raw_observations",
              "evaluation and the SavedModel without the checkpoint's observation statistics"),
+    Mutation("replay-another-episode", "a3c_graph/recording.py",
+             'env.reset(seed=spec["seed"])', 'env.reset(seed=spec["seed"] + 1)',
+             "tests/unit/test_evaluate.py::test_a_mujoco_episode_is_recorded_in_a_process_of_"
+             "its_own_as_it_was_played",
+             "a MuJoCo video replaying its actions from another start than the episode played"),
     Mutation("argmax-actions", "a3c_graph/core/distributions.py",
              "tf.random.categorical(logits, 1)[:, 0]", "tf.argmax(logits, axis=-1)",
              "tests/unit/core/test_rollout.py::test_actions_are_sampled_from_the_policy_and_nan_logits_act"

@@ -101,3 +101,32 @@ def test_gif_speed_keeps_the_frame_rate_and_drops_frames(tmp_path):
     # Every other video frame: the levels step by about 8, not 4.
     steps = np.diff(levels)
     assert 6 <= np.median(steps) <= 10, levels
+
+
+def test_a_mujoco_episode_is_recorded_in_a_process_of_its_own_as_it_was_played(tmp_path, capsys):
+    """MuJoCo's renderer cannot share a process with TensorFlow: evaluate plays the episode,
+    a child process without TF replays its actions into the video. The video is that episode
+    (a frame per step and the first; the replay's return is the played one) and shows the
+    robot, not a blank frame."""
+    pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
+    import numpy as np
+    from moviepy import VideoFileClip
+
+    from a3c_graph import evaluation
+
+    logdir = tmp_path / "hopper"
+    untrained_run(logdir, env="Hopper-v5", normalize_observations=True)
+    code = evaluation.main(["--logdir", str(logdir), "--episodes", "1", "--record",
+                            "--gif", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0, out
+    steps = json.loads(out[-1])["frames"][0]
+    played = float(re.search(r"^episode 1/1: return (\S+) in", out[0]).group(1))
+    assert out[1] == ("recorded episode 1 in a process of its own (MuJoCo renders apart from "
+                      f"TensorFlow): replayed return {played:.1f}, as played"), out
+    mp4, = (logdir / "videos").glob("*.mp4")
+    with VideoFileClip(str(mp4)) as clip:
+        frames = list(clip.iter_frames())
+    assert len(frames) == steps + 1
+    assert all(np.asarray(frame).std() > 10 for frame in frames[:: max(1, steps // 5)])
+    assert mp4.with_suffix(".gif").exists()
