@@ -22,9 +22,12 @@ and the defaults (the env's preset) for everything else:
   atari-breakout, atari-beamrider, atari-qbert, atari-spaceinvaders
                       the A3C paper's games on the classic protocol (--protocol classic) to
                       40M frames; the line on the curve is rl-zoo's A2C score (opt-in: hours)
+  pendulum, halfcheetah, hopper, walker2d
+                      Pendulum-v1 and MuJoCo's v5 tasks (the continuous preset) for 1M env
+                      steps; the line is rl-zoo's A2C score (opt-in)
 
 After a run of a task that plays its final checkpoint (Pong: 10 games, the other Atari
-games: 30), the suite
+games and the continuous tasks: 30), the suite
 runs `python -m a3c_graph.evaluate --logdir RUN --episodes N` greedy and again with --sample,
 each in its own process, and records both (<out>/evaluations/<run>-greedy.txt, -sampled.txt).
 
