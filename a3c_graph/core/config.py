@@ -46,6 +46,13 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
     return field(default=default, metadata={"help": help, **kw})
 
 
+# The samples per update (envs per worker x rollout length) on which --lag-tolerance was
+# measured: 15 workers of 8 envs x 20 steps held Pong stable at 4 and spiked at 8
+# (docs/learning/many-workers/runs.md). An update's step along the gradient's signal grows as
+# the square root of its samples, so the lag it tolerates falls as that.
+LAG_TOLERANCE_SAMPLES = 160
+
+
 @dataclass(frozen=True)
 class A3CConfig:
     """Everything that shapes a training run. Passed explicitly; never read from globals."""
@@ -96,10 +103,13 @@ class A3CConfig:
         "a tiny epsilon would scale gradients of noise up to full-size steps.")
     lag_tolerance: float = _f(
         4.0, "Policy lag, in global updates from the weights that acted a rollout to the "
-        "globals its gradient is applied to, up to which an update applies at the full "
-        "learning rate; a staler one applies at learning_rate x lag_tolerance / lag, so the "
-        "weights move no further while an update's feedback is on its way however many "
-        "workers there are (docs/learning.md, 'Many workers'). 0 turns the scaling off.")
+        "globals its gradient is applied to, up to which an update of 160 samples (envs per "
+        "worker x rollout length) applies at the full learning rate; an update of S samples "
+        "tolerates lag_tolerance x sqrt(160 / S), since Adam's (and RMSProp's) step along the "
+        "gradient's signal grows as sqrt(S). A staler update applies at learning_rate x "
+        "tolerated lag / lag, so the weights move no further while an update's feedback is "
+        "on its way however many workers there are (docs/learning.md, 'Many workers'). 0 "
+        "turns the scaling off.")
     adam_beta1: float = _f(
         0.9, "Adam's beta1, the decay of its first moment (its momentum); 0 turns the "
         "momentum off.")
@@ -180,12 +190,19 @@ class A3CConfig:
             return self.learning_rate
         return self.learning_rate * max(0.0, 1.0 - env_steps / self.max_steps)
 
+    def tolerated_lag(self) -> float:
+        """The policy lag up to which an update applies at the full rate: --lag-tolerance,
+        set on updates of LAG_TOLERANCE_SAMPLES samples, x sqrt(LAG_TOLERANCE_SAMPLES / this
+        run's samples per update). 0 with --lag-tolerance 0 (no scaling)."""
+        samples = self.envs_per_worker * self.rollout_length
+        return self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples)
+
     def staleness_scale(self, policy_lag: int) -> float:
         """The factor of the learning rate of an update `policy_lag` global updates stale:
         the TF2 variants' (the graph worker computes the same: core/learner.staleness_scale)."""
         if self.lag_tolerance <= 0:
             return 1.0
-        return min(1.0, self.lag_tolerance / max(policy_lag, 1))
+        return min(1.0, self.tolerated_lag() / max(policy_lag, 1))
 
     def validate(self) -> None:
         """Raise ValueError with one clear sentence for a setting no run can use."""

@@ -75,25 +75,25 @@ def learning_rate_scale(env_steps, max_steps: int):
     return tf.cast(tf.maximum(1.0 - done, 0.0), tf.float32)
 
 
-def staleness_scale(policy_lag, lag_tolerance: float):
-    """min(1, lag_tolerance / policy_lag): A3CConfig.staleness_scale in the graph.
+def staleness_scale(policy_lag, tolerated_lag: float):
+    """min(1, tolerated_lag / policy_lag): A3CConfig.staleness_scale in the graph.
     policy_lag: an int64 scalar, the global updates between the weights that acted a rollout
     and the globals its gradient is applied to -> float32 scalar."""
-    if lag_tolerance <= 0:
+    if tolerated_lag <= 0:
         return tf.constant(1.0)
     lag = tf.cast(tf.maximum(policy_lag, 1), tf.float32)
-    return tf.minimum(1.0, lag_tolerance / lag)
+    return tf.minimum(1.0, tolerated_lag / lag)
 
 
 def learning_rate_now(config: A3CConfig, is_finite, env_steps_seen, policy_lag):
     """The learning rate of this update: zero for an update that is not finite, annealed by
     the cluster's env steps as this worker last read them (one update old: nothing a linear
     anneal over millions of steps can tell apart), and scaled down for an update staler than
-    --lag-tolerance (staleness_scale)."""
+    A3CConfig.tolerated_lag (staleness_scale)."""
     learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
     if config.anneal_learning_rate:
         learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)
-    return learning_rate * staleness_scale(policy_lag, config.lag_tolerance)
+    return learning_rate * staleness_scale(policy_lag, config.tolerated_lag())
 
 
 def build_optimizer(config: A3CConfig, learning_rate, suffix: str = ""):
