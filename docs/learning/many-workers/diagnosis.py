@@ -1,8 +1,10 @@
 """The many-workers diagnosis: what worker 0 of each diagnostic run logged to TensorBoard
 (entropy, gradient norm before clipping, value loss, policy lag, Adam's step), per update.
 
-    python docs/learning/many-workers/diagnosis.py csv RUN_LOGDIR NAME  # NAME.csv from its tb/
-    python docs/learning/many-workers/diagnosis.py plot                 # diagnosis.png
+    python docs/learning/many-workers/diagnosis.py csv RUN_LOGDIR NAME    # NAME.csv from its tb/
+    python docs/learning/many-workers/diagnosis.py curve RUN_LOGDIR NAME  # NAME.csv, progress
+    python docs/learning/many-workers/diagnosis.py plot                   # diagnosis.png
+    python docs/learning/many-workers/diagnosis.py per-frame              # per-frame.png
 
 The runs' log dirs are not kept; their worker 0 series are, as the CSVs beside this file
 (runs.md says what each ran).
@@ -38,6 +40,64 @@ def to_csv(run: Path, name: str) -> None:
         for step in steps:
             writer.writerow([step, *(f"{series[tag][step]:.6g}" if step in series[tag] else ""
                                      for tag in present)])
+
+
+def to_curve(run: Path, name: str) -> None:
+    """Worker 0's progress records of a run (the cluster's counters, its mean return(100),
+    its own entropy and lag) as NAME.csv."""
+    sys.path.insert(0, str(HERE.parents[2]))
+    from a3c_graph.progress import read_history
+
+    columns = ("time", "global_step", "env_steps", "frames", "mean_return_100", "entropy",
+               "lag_apply")
+    with open(HERE / f"{name}.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for row in read_history(run):
+            if row.get("task") != 0:
+                continue
+            row = {**row, "frames": (row.get("env_steps") or 0) * 4}  # Atari: frame skip 4
+            writer.writerow(["" if row.get(key) is None else row[key] for key in columns])
+
+
+# Mean return(100) against frames: the 2-worker seeds and the 16-worker runs (runs.md).
+TWO_WORKERS = HERE.parent / "pong-deterministic" / "2026-11-26-8x20" / "results.json"
+PER_FRAME = {
+    "pong-16-workers-1-env/curve": "16 workers x 1 env, tolerance 4 (before the sqrt rule)",
+    "pong-16-workers-1-env-tolerance-8/curve": "16 workers x 1 env, --lag-tolerance 8",
+    "pong-16-workers-1-env-sqrt-rule/curve": "16 workers x 1 env, the rule (tolerates 11.3)",
+}
+
+
+def plot_per_frame() -> None:
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    for i, record in enumerate(json.loads(TWO_WORKERS.read_text())["records"]):
+        curve = record["curve"]
+        ax.plot([f / 1e6 for f in curve["frames"]], curve["mean_return"], color="gray",
+                linewidth=0.8, label="2 workers x 8 envs, seeds 0-2" if i == 0 else None)
+    for name, label in PER_FRAME.items():
+        if not (HERE / f"{name}.csv").exists():
+            continue
+        with open(HERE / f"{name}.csv") as f:
+            rows = [row for row in csv.DictReader(f) if row["mean_return_100"]]
+        ax.plot([int(row["frames"]) / 1e6 for row in rows],
+                [float(row["mean_return_100"]) for row in rows], linewidth=1.2, label=label)
+    ax.axhline(18, color="black", linewidth=0.6, linestyle="--")
+    ax.axvline(37, color="black", linewidth=0.6, linestyle=":")
+    ax.set_xlabel("frames (millions; 4 per agent step)")
+    ax.set_ylabel("mean return of the last 100 games")
+    ax.set_title("Pong, A3C protocol: learning per frame, 2 workers vs 16")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(HERE / "per-frame.png", dpi=90)
 
 
 def read(name: str) -> dict:
@@ -77,5 +137,9 @@ def plot() -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "csv":
         to_csv(Path(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1] == "curve":
+        to_curve(Path(sys.argv[2]), sys.argv[3])
+    elif sys.argv[1] == "per-frame":
+        plot_per_frame()
     else:
         plot()
