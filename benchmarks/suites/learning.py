@@ -1,7 +1,8 @@
 """The learning suite: does the agent learn, how fast, and does what it learned hold?
 
     python -m benchmarks.learning [--tasks cartpole,cartpole-stability,breakout] [--seeds 3]
-        [--workers 2] [--out DIR] [any A3C flag, applied to every task, e.g. --learning-rate 3e-4]
+        [--workers 2 | --workers 1,2,4,8,16 [--cluster-envs 16]] [--out DIR]
+        [any A3C flag, applied to every task, e.g. --learning-rate 3e-4]
 
 Each task is a graph-variant run per seed, started through the launcher exactly as a user's
 `scripts/launch_cluster.sh` command (benchmarks.run.run_one), with the task's own flags
@@ -38,8 +39,11 @@ Times are wall seconds since launch, start-up included.
 
 Writes <out>/results.json (settings, machine, per-run records with their curves, per-task
 summaries), results.md (the table) and per task <task>.png (mean return against frames and
-against wall minutes: every seed, and their median). <out> defaults to
-benchmarks/results/learning-<YYYYmmdd-HHMMSS>. Paths in the records are relative to <out>.
+against wall minutes: every seed, and their median); with several worker counts, a row and
+a median per task and count, and workers.png (each task's frames to its target and final
+mean return against the worker count, as the A3C paper sets data efficiency against
+threads). <out> defaults to benchmarks/results/learning-<YYYYmmdd-HHMMSS>. Paths in the
+records are relative to <out>.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ from benchmarks.suites.learning_report import (  # noqa: F401
     _evaluation_cell,
     _fmt,
     median_curve,
+    plot_against_workers,
     plot_task,
     summarize,
     write_results,
@@ -79,11 +84,14 @@ PROG = "benchmarks.learning"
 
 # --------------------------------------------------------------------------- the suite
 
-def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path) -> dict:
-    """One seed of one task, through the launcher; its record with curve and verdict. A run
-    cut off earlier (its log dir is there) goes on from its checkpoint (resume.py), with
-    what is left of its time budget."""
-    spec = RunSpec("graph", seed, workers, config.max_seconds, phase=task.name)
+def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path,
+             envs_per_worker: int | None = None) -> dict:
+    """One seed of one task with `workers` workers (of `envs_per_worker` envs each; None:
+    the task's preset), through the launcher; its record with curve and verdict. A run cut
+    off earlier (its log dir is there) goes on from its checkpoint (resume.py), with what is
+    left of its time budget."""
+    spec = RunSpec("graph", seed, workers, config.max_seconds, phase=task.name,
+                   envs_per_worker=envs_per_worker)
     logdir = out / "runs" / spec.name
     earlier_wall = 0.0  # the wall seconds of the pieces before this one
     if logdir.exists():
@@ -174,7 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"Comma-separated tasks of {', '.join(TASKS)} (default: {defaults}).")
     group.add_argument("--seeds", type=int, default=3,
                        help="Runs per task, seeds --seed, --seed + 1, ... (default: 3).")
-    group.add_argument("--workers", type=int, default=2, help="Workers per run (default: 2).")
+    group.add_argument("--workers", default="2", metavar="N[,N..]",
+                       help="Workers per run; several counts (e.g. 1,2,4,8,16) run every "
+                            "task and seed with each, and the table and workers.png set the "
+                            "tasks against the count (default: 2).")
+    group.add_argument("--cluster-envs", type=int, default=None, metavar="N",
+                       help="Give each run N // workers envs per worker (at least 1), so the "
+                            "cluster steps about N envs whatever the worker count (default: "
+                            "each task's preset, per worker).")
     group.add_argument("--out", default=None, help="Results directory (default: "
                        "benchmarks/results/learning-<YYYYmmdd-HHMMSS>).")
     group.add_argument("--resume", action="store_true",
@@ -200,9 +215,11 @@ def parse_args(argv: Sequence[str] | None):
     unknown = [n for n in names if n not in TASKS]
     if unknown or not names:
         raise UsageError(f"--tasks must name some of {', '.join(TASKS)}, got {args.tasks!r}")
-    for flag in ("seeds", "workers"):
-        if getattr(args, flag) < 1:
-            raise UsageError(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    if args.seeds < 1:
+        raise UsageError(f"--seeds must be at least 1, got {args.seeds}")
+    args.workers = _worker_counts(args.workers)
+    if args.cluster_envs is not None and args.cluster_envs < 1:
+        raise UsageError(f"--cluster-envs must be at least 1, got {args.cluster_envs}")
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(A3CConfig)
              if hasattr(args, f.name)}
     if "env" in given:
@@ -217,6 +234,22 @@ def parse_args(argv: Sequence[str] | None):
     return args, tasks, configs, given
 
 
+def _worker_counts(text: str) -> list[int]:
+    """The worker counts of --workers ("2" or "1,2,4,8,16"), in the order given."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"--workers must be a count or counts like 1,2,4, got {text!r}") from None
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise UsageError(f"--workers must be distinct counts of at least 1, got {text!r}")
+    return counts
+
+
+def envs_per_worker(cluster_envs: int | None, workers: int) -> int | None:
+    """--cluster-envs N: N // workers envs for each worker (at least 1); None: the preset's."""
+    return None if cluster_envs is None else max(1, cluster_envs // workers)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, tasks, configs, given = parse_args(argv)
@@ -226,30 +259,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out or REPO / "benchmarks" / "results"
                / f"learning-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
-    settings = {"tasks": [t.name for t in tasks], "seeds": args.seeds, "workers": args.workers,
+    counts = args.workers
+    settings = {"tasks": [t.name for t in tasks], "seeds": args.seeds,
+                "workers": counts[0] if len(counts) == 1 else counts,
+                "cluster_envs": args.cluster_envs,
                 "a3c_flags": [f"--{k.replace('_', '-')}={v}" for k, v in given.items()],
                 "command": "python -m benchmarks.learning " + " ".join(args.argv)}
     machine = machine_info()
     records: list[dict] = []
     interrupted = False
     base_seed = int(given.get("seed", 0))
-    runs = [(task, base_seed + s) for task in tasks for s in range(args.seeds)]
+    runs = [(task, workers, base_seed + s) for task in tasks for workers in counts
+            for s in range(args.seeds)]
     finished = resume.finished_records(out) if args.resume else {}
     if not args.resume:
         resume.save_command(out, [a for a in args.argv if a != "--out" and a != args.out])
     try:
-        for i, (task, seed) in enumerate(runs, 1):
+        for i, (task, workers, seed) in enumerate(runs, 1):
             config = dataclasses.replace(configs[task.name], seed=seed)
-            done = finished.get(RunSpec("graph", seed, args.workers, 0, task.name).name)
+            envs = envs_per_worker(args.cluster_envs, workers)
+            what = f"{task.name} seed {seed}" + (f", {workers} workers" if len(counts) > 1
+                                                 else "")
+            done = finished.get(RunSpec("graph", seed, workers, 0, task.name, envs).name)
             if done is not None:
-                print(f"[{i}/{len(runs)}] {task.name} seed {seed}: finished before: "
-                      f"{_run_line(done)}", flush=True)
+                print(f"[{i}/{len(runs)}] {what}: finished before: {_run_line(done)}",
+                      flush=True)
                 records.append(done)
                 continue
-            print(f"[{i}/{len(runs)}] {task.name} seed {seed} ({config.env}) ...", flush=True)
-            record = run_task(task, config, seed, args.workers, out)
+            print(f"[{i}/{len(runs)}] {what} ({config.env}) ...", flush=True)
+            record = run_task(task, config, seed, workers, out, envs)
             records.append(record)
-            print(f"[{i}/{len(runs)}] {task.name} seed {seed}: {_run_line(record)}", flush=True)
+            print(f"[{i}/{len(runs)}] {what}: {_run_line(record)}", flush=True)
             write_results(out, settings, machine, records, tasks)
     except (KeyboardInterrupt, RunInterrupted) as stop:
         if isinstance(stop, RunInterrupted):
@@ -259,6 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = write_results(out, settings, machine, records, tasks)
     for task in tasks:
         plot_task(out, task, records)
+    if len(counts) > 1:
+        plot_against_workers(out, tasks, records)
     print(text)
     print(f"results in {out}", flush=True)
     failed = [r for r in records if r["exit_code"] not in (0, None)

@@ -15,15 +15,36 @@ from benchmarks.harness.report import median
 from benchmarks.suites.learning_tasks import Task
 
 
+def worker_counts(records: Sequence[dict]) -> list[int]:
+    """The worker counts the records ran with, smallest first (records without one: none)."""
+    return sorted({r["workers"] for r in records if r.get("workers") is not None})
+
+
+def row_name(task_name: str, workers: int | None) -> str:
+    """A summary row's name: the task's, and with several worker counts the count's too."""
+    return task_name if workers is None else f"{task_name} w{workers}"
+
+
+def _rows(records: Sequence[dict], tasks: Sequence[Task]):
+    """(row name, task, workers, its runs) per task, and per worker count when the records
+    hold several."""
+    counts = worker_counts(records)
+    for task in tasks:
+        for workers in (counts if len(counts) > 1 else [None]):
+            runs = [r for r in records if r.get("task") == task.name
+                    and (workers is None or r.get("workers") == workers)]
+            if runs:
+                yield row_name(task.name, workers), task, workers, runs
+
+
 def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]:
     summary = {}
-    for task in tasks:
-        runs = [r for r in records if r.get("task") == task.name]
-        if not runs:
-            continue
+    for name, task, _, runs in _rows(records, tasks):
         reached = [r for r in runs if r["reached"]]
         row = {
             "env": runs[0]["env"], "target": task.target, "seeds": len(runs),
+            "workers": runs[0].get("workers"),
+            "envs_per_worker": runs[0].get("envs_per_worker"),
             "reached": len(reached),
             "median_frames_to_target": median([r["frames_to_target"] for r in reached]),
             "median_minutes_to_target": median([r["seconds_to_target"] / 60 for r in reached]),
@@ -37,7 +58,7 @@ def summarize(records: Sequence[dict], tasks: Sequence[Task]) -> dict[str, dict]
             for mode in ("greedy", "sampled"):
                 row[f"median_{mode}_evaluation"] = median(
                     [evaluated(r, mode) for r in runs])
-        summary[task.name] = row
+        summary[name] = row
     return summary
 
 
@@ -77,7 +98,10 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
              records: Sequence[dict]) -> str:
-    lines = [f"# Learning suite: {settings['workers']} worker(s), {settings['seeds']} seed(s)",
+    workers = settings["workers"]
+    workers = ", ".join(map(str, workers)) if isinstance(workers, list) else workers
+    several = len(worker_counts(records)) > 1
+    lines = [f"# Learning suite: {workers} worker(s), {settings['seeds']} seed(s)",
              "", "| task | env | target | seeds reaching it | median frames to target "
              "| median minutes to target | median final mean return(100) | final checkpoint: "
              "median greedy / sampled |", "|---|---|---:|---:|---:|---:|---:|---|"]
@@ -109,7 +133,8 @@ def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
               "greedy / sampled |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in records:
         minutes = None if r["seconds_to_target"] is None else r["seconds_to_target"] / 60
-        lines.append(f"| {r['task']} | {r['seed']} | {'yes' if r['reached'] else 'no'} | "
+        task = row_name(r["task"], r.get("workers") if several else None)
+        lines.append(f"| {task} | {r['seed']} | {'yes' if r['reached'] else 'no'} | "
                      f"{_fmt(r['frames_to_target'])} | {_fmt(minutes)} | "
                      f"{_fmt(r['final_mean_return_100'])} | {_fmt(last_frame(r))} | "
                      f"{_fmt(r['steps_per_sec'], 0)} | {_fmt(r['wall_s'] / 60)} | "
@@ -120,6 +145,9 @@ def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
         lines += ["", f"The final checkpoint: its mean return over {', '.join(map(str, games))} "
                   "games of `a3c_graph.evaluate` with greedy actions / with sampled actions "
                   "(--sample), lowest to highest game in brackets."]
+    if settings.get("cluster_envs"):
+        lines += ["", f"Envs per worker: {settings['cluster_envs']} // workers (at least 1), "
+                  "so the cluster steps about as many envs at every worker count."]
     flags = " ".join(settings["a3c_flags"]) or "(none: every task's defaults)"
     lines += ["", f"A3C flags given to every task: {flags}.",
               f"Machine: {machine['cpu_count']} cores, {machine['memory_gb']} GB, load "
@@ -175,18 +203,26 @@ def plot_task(out: Path, task: Task, records: Sequence[dict]) -> Path | None:
     runs = [r for r in records if r.get("task") == task.name and r["curve"]["frames"]]
     if not runs:
         return None
+    counts = worker_counts(runs)
+    groups = ([(f"{w} workers", [r for r in runs if r.get("workers") == w]) for w in counts]
+              if len(counts) > 1 else [("", runs)])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for ax, key, scale, label in ((axes[0], "frames", 1e6, "frames (millions)"),
                                   (axes[1], "seconds", 60.0, "wall minutes since launch")):
-        curves = []
-        for r in runs:
-            xs = [x / scale for x in r["curve"][key]]
-            curves.append(list(zip(xs, r["curve"]["mean_return"])))
-            ax.plot(xs, r["curve"]["mean_return"], linewidth=1, alpha=0.5,
-                    label=f"seed {r['seed']}")
-        middle = median_curve(curves)
-        if len(runs) > 1 and middle:
-            ax.plot(*zip(*middle), color="black", linewidth=2, label="median")
+        for i, (group, members) in enumerate(groups):
+            # One worker count: a colour per seed, the median black; several: a colour per
+            # count, its seeds thin and its median thick.
+            color = f"C{i}" if group else None
+            curves = []
+            for r in members:
+                xs = [x / scale for x in r["curve"][key]]
+                curves.append(list(zip(xs, r["curve"]["mean_return"])))
+                ax.plot(xs, r["curve"]["mean_return"], linewidth=1, alpha=0.5, color=color,
+                        label=None if group else f"seed {r['seed']}")
+            middle = median_curve(curves)
+            if middle and (group or len(members) > 1):
+                ax.plot(*zip(*middle), color=color or "black", linewidth=2,
+                        label=f"{group}, median" if group else "median")
         ax.axhline(task.target, color="gray", linestyle="--", linewidth=1, label="target")
         if task.floor is not None:
             ax.axhline(task.floor, color="red", linestyle=":", linewidth=1, label="floor")
@@ -197,6 +233,47 @@ def plot_task(out: Path, task: Task, records: Sequence[dict]) -> Path | None:
     fig.suptitle(f"{task.name}: {runs[0]['env']}, {len(runs)} seed(s)")
     fig.tight_layout()
     path = out / f"{task.name}.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_against_workers(out: Path, tasks: Sequence[Task], records: Sequence[dict]
+                         ) -> Path | None:
+    """workers.png: against the worker count, one line per task, each task's median frames
+    to its target (the seeds that reached it; left) and its median final mean return(100)
+    (right), as the A3C paper sets data efficiency against its actor-learner threads."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = worker_counts(records)
+    if len(counts) < 2:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for task in tasks:
+        runs = [r for r in records if r.get("task") == task.name]
+        frames = [(w, median([r["frames_to_target"] for r in runs
+                              if r.get("workers") == w and r["reached"]])) for w in counts]
+        finals = [(w, median([r["final_mean_return_100"] for r in runs
+                              if r.get("workers") == w])) for w in counts]
+        for ax, points in ((left, frames), (right, finals)):
+            points = [(w, y) for w, y in points if y is not None]
+            if points:
+                ax.plot(*zip(*points), marker="o", label=task.name)
+    left.set_ylabel("median frames to target")
+    right.set_ylabel("median final mean return(100)")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(counts, [str(w) for w in counts])
+        ax.set_xlabel("workers")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize="small")
+    fig.suptitle("Data efficiency against workers")
+    fig.tight_layout()
+    path = out / "workers.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

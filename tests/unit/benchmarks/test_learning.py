@@ -112,7 +112,50 @@ def test_the_table_reports_seeds_reaching_the_target_and_the_stability_verdicts(
     assert colored_pixels(plot) > 100  # each seed's curve is drawn
 
 
+def test_a_sweep_over_workers_reports_each_count_and_plots_the_tasks_against_it(tmp_path):
+    """--workers 1,2,4: a row per task and count (its seeds, frames to target, final mean),
+    each run's row named with its count, and workers.png with a line per task."""
+    records = []
+    # CartPole reaches 475 later with more workers: at env step 2000, 3000 and 4000.
+    for workers, means in ((1, [100, 300, 480, 500, 500]), (2, [100, 200, 300, 480, 500]),
+                           (4, [100, 150, 200, 300, 480])):
+        for seed in (0, 1):
+            curve = _stability_curve(means)
+            records.append({"task": "cartpole", "env": "CartPole-v1", "seed": seed,
+                            "workers": workers, "envs_per_worker": 16 // workers,
+                            "target": 475.0, "floor": None, "curve": curve.__dict__,
+                            "wall_s": 60.0, "steps_per_sec": 2000.0,
+                            **judge(curve, TASKS["cartpole"])})
+    settings = {"tasks": ["cartpole"], "seeds": 2, "workers": [1, 2, 4], "cluster_envs": 16,
+                "a3c_flags": []}
+    text = learning.write_results(tmp_path, settings, MACHINE, records, [TASKS["cartpole"]])
+    assert text.startswith("# Learning suite: 1, 2, 4 worker(s), 2 seed(s)")
+    summary = json.loads((tmp_path / "results.json").read_text())["summary"]
+    for workers, frames in ((1, 2000), (2, 3000), (4, 4000)):
+        row = summary[f"cartpole w{workers}"]
+        assert (row["workers"], row["reached"], row["median_frames_to_target"]) == (
+            workers, 2, frames)
+        assert f"| cartpole w{workers} | CartPole-v1 | 475 | 2/2 |" in text
+        assert f"| cartpole w{workers} | 1 | yes | {frames:,} |" in text
+    assert summary["cartpole w4"]["envs_per_worker"] == 4
+    assert "Envs per worker: 16 // workers" in text
+    plot = learning.plot_against_workers(tmp_path, [TASKS["cartpole"]], records)
+    assert plot == tmp_path / "workers.png" and colored_pixels(plot) > 100
+    assert colored_pixels(learning.plot_task(tmp_path, TASKS["cartpole"], records)) > 100
+
+
+@pytest.mark.parametrize("counts, envs", [("2", None), ("1,2,4,8,16", 16), ("16,32", 16)])
+def test_cluster_envs_spreads_the_envs_over_the_workers(counts, envs):
+    expected = {"2": [None], "1,2,4,8,16": [16, 8, 4, 2, 1], "16,32": [1, 1]}[counts]
+    assert [learning.envs_per_worker(envs, w)
+            for w in learning._worker_counts(counts)] == expected
+
+
 @pytest.mark.parametrize("argv, message", [
+    (["--workers", "0"], "--workers must be distinct counts of at least 1"),
+    (["--workers", "2,2"], "--workers must be distinct counts of at least 1"),
+    (["--workers", "two"], "--workers must be a count or counts like 1,2,4"),
+    (["--cluster-envs", "0"], "--cluster-envs must be at least 1"),
     (["--tasks", "nope"], "--tasks must name some of"),
     (["--tasks", ""], "--tasks must name some of"),
     (["--seeds", "0"], "--seeds must be at least 1"),
