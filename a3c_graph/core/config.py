@@ -52,6 +52,27 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 # the square root of its samples, so the lag it tolerates falls as that.
 LAG_TOLERANCE_SAMPLES = 160
 
+# Every preset's envs per worker were set, and its results measured, with this many workers.
+PRESET_WORKERS = 2
+
+
+def envs_for_workers(preset_envs: int, workers: int) -> int:
+    """The envs each of `workers` workers steps when --envs-per-worker is not given: the
+    preset's, spread so that the cluster steps as many envs as PRESET_WORKERS workers of the
+    preset (at least 1 each, and no more than the preset's). With more workers each update
+    holds fewer samples and a larger lag, and the lag rule (A3CConfig.tolerated_lag) keeps
+    the learning per frame about where 2 workers have it only while the frames in flight stay
+    about constant (docs/learning.md, "Many workers"): 16 workers of the atari preset step 1
+    env each, as the A3C paper's 16 actor-learner threads did."""
+    return max(1, min(preset_envs, round(PRESET_WORKERS * preset_envs / workers)))
+
+
+def for_workers(config: A3CConfig, workers: int) -> A3CConfig:
+    """`config` for a cluster of `workers` workers, its --envs-per-worker not given:
+    envs_for_workers of the preset's."""
+    return dataclasses.replace(
+        config, envs_per_worker=envs_for_workers(config.envs_per_worker, workers))
+
 
 @dataclass(frozen=True)
 class A3CConfig:
@@ -84,7 +105,10 @@ class A3CConfig:
 
     # Acting.
     envs_per_worker: int = _f(
-        8, "Envs each actor thread steps as one batch (batched policy inference).")
+        8, "Envs each actor thread steps as one batch (batched policy inference). Not given, "
+        "the preset's value is for 2 workers and is spread over the cluster's: "
+        "round(2 x preset / workers), at least 1 and at most the preset's (16 workers of the "
+        "atari preset step 1 env each).")
     actor_threads: int = _f(1, "QueueRunner actor threads per worker, each with its own envs.")
     rollout_length: int = _f(32, "T: env steps per rollout (the n in n-step returns).")
     queue_capacity: int = _f(2, "Rollouts buffered between actors and learner (adds policy lag).")
@@ -500,12 +524,16 @@ def _tuple_of(parse):
     return convert
 
 
-def config_from_args(args: argparse.Namespace) -> A3CConfig:
-    """The A3CConfig named by parsed arguments (the flags given, the preset for the rest);
-    raises ValueError if a setting is unusable."""
+def config_from_args(args: argparse.Namespace, workers: int | None = None) -> A3CConfig:
+    """The A3CConfig named by parsed arguments (the flags given, the preset for the rest),
+    for a cluster of `workers` workers if known (for_workers, unless --envs-per-worker is
+    given); raises ValueError if a setting is unusable."""
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(A3CConfig)
              if hasattr(args, f.name)}
-    return resolve_config(given)
+    config = resolve_config(given)
+    if workers is not None and "envs_per_worker" not in given:
+        config = for_workers(config, workers)
+    return config
 
 
 def config_to_argv(config: A3CConfig) -> list[str]:

@@ -177,13 +177,15 @@ def _validated_task(args):
     before the log dir is created, and so before any TF server starts.
     """
     from a3c_graph.checkpoints import check_logdir_config
-    from a3c_graph.core.config import config_from_args
+    from a3c_graph.core.config import config_from_args, for_workers
     from a3c_graph.distributed.cluster import check_loopback, check_port_free, resolve_task
 
     try:
         config = config_from_args(args)
         spec = resolve_task(args.ps_hosts, args.worker_hosts, args.cluster, args.job, args.task,
                             num_ps=args.ps, port=args.port)
+        if not hasattr(args, "envs_per_worker"):  # the launcher's rule, for a task started alone
+            config = for_workers(config, spec.num_workers)
         check_loopback(spec.cluster, args.allow_remote)
         if spec.job == "ps":
             device = _task_device(args, spec)

@@ -90,7 +90,7 @@ def parse_variant_args(prog: str, description: str, argv: Sequence[str] | None =
         args = parser.parse_args(argv)
         if args.workers < 1:
             raise ValueError(f"--workers must be at least 1, got {args.workers}")
-        config = config_from_args(args)
+        config = config_from_args(args, workers=args.workers)  # the graph launcher's envs rule
         config = resolve_run(config).config
         if tf2:
             check_tf2_config(config)

@@ -100,6 +100,21 @@ def test_dry_run_shape_with_three_workers_and_two_ps(tmp_path):
     assert not logdir.exists()
 
 
+@pytest.mark.parametrize("flags, envs", [
+    (["--workers", "16"], "1"),  # the preset's 8 envs for 2 workers, spread over 16
+    (["--workers", "4", "--env", "ALE/Pong-v5"], "4"),
+    (["--workers", "2"], "8"),
+    (["--workers", "16", "--envs-per-worker", "8"], "8"),  # given: kept, though the preset's
+])
+def test_dry_run_spreads_the_presets_envs_over_the_workers(tmp_path, flags, envs):
+    """Every task is told its envs per worker, so a task never spreads them on its own."""
+    result = run_script("--dry-run", *flags, "--logdir", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    workers = [argv for job, _, argv in worker_commands(result.stdout) if job == "worker"]
+    assert len(workers) == int(flags[1])
+    assert {flag_value(argv, "--envs-per-worker") for argv in workers} == {envs}
+
+
 def test_dry_run_forwards_changed_hyperparameters_and_the_given_target(tmp_path):
     result = run_script("--dry-run", "--env", "Acrobot-v1", "--learning-rate", "3e-4",
                         "--hidden-sizes", "32,32", "--target-return", "-90",

@@ -242,3 +242,21 @@ def test_the_learning_rate_anneals_linearly_to_zero_over_max_steps():
         pytest.approx([1e-3, 7.5e-4, 0.0, 0.0])
     constant = dataclasses.replace(config, anneal_learning_rate=False)
     assert constant.learning_rate_at(900) == 1e-3
+
+
+@pytest.mark.parametrize("argv, workers, envs", [
+    ([], 1, 8), ([], 2, 8), ([], 3, 5), ([], 4, 4), ([], 8, 2), ([], 15, 1), ([], 16, 1),
+    ([], 64, 1),
+    (["--env", "ALE/Breakout-v5", "--protocol", "classic"], 4, 8),  # that preset's 16 per 2
+    (["--env", "HalfCheetah-v5"], 8, 1),  # the continuous preset: 1 env whatever the count
+    (["--envs-per-worker", "8"], 16, 8),  # given: as given, even when it is the preset's
+    (["--envs-per-worker", "3"], 16, 3),
+    ([], None, 8),  # the cluster not known: the preset's
+])
+def test_a_cluster_of_more_workers_steps_fewer_envs_in_each(argv, workers, envs):
+    """Not given, --envs-per-worker is the preset's for 2 workers spread over the cluster's,
+    so its envs in flight stay where the preset's results were measured."""
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    config = config_from_args(parser.parse_args(argv), workers=workers)
+    assert config.envs_per_worker == envs
