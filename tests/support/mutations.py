@@ -141,13 +141,25 @@ MUTATIONS = [
              "a rollout's gradient taken on the local copy as refreshed, not on the weights that "
              "acted it"),
     Mutation("staleness-scale", "a3c_graph/core/learner.py",
-             "return learning_rate * staleness_scale(policy_lag, config.lag_tolerance)",
+             "return learning_rate * staleness_scale(policy_lag, config.tolerated_lag())",
              "return learning_rate",
              # The learning test with 16 workers (tests/e2e/test_learns.py, slow) did not
              # catch it reliably: one run solved CartPole with the mutation.
              "tests/unit/core/test_learner.py::test_a_stale_update_applies_at_the_rate_scaled_by_"
-             "tolerance_over_lag[30-4.0-0.0013333333333333333]",
+             "tolerance_over_lag[30-4.0-samples4-0.0013333333333333333]",
              "a stale update applied at the full learning rate"),
+    Mutation("tolerance-not-per-samples", "a3c_graph/core/config.py",
+             "return self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples)",
+             "return self.lag_tolerance",
+             "tests/unit/core/test_learner.py::test_a_stale_update_applies_at_the_rate_scaled_by_"
+             "tolerance_over_lag[30-4.0-samples8-0.003771236166328254]",
+             "the tolerated lag the same for updates of 20 samples as of 160"),
+    Mutation("envs-not-spread", "a3c_graph/core/config.py",
+             "return max(1, min(preset_envs, round(PRESET_WORKERS * preset_envs / workers)))",
+             "return preset_envs",
+             "tests/unit/core/test_config.py::test_a_cluster_of_more_workers_steps_fewer_envs_in_"
+             "each[argv5-15-1]",
+             "15 workers each stepping the preset's 8 envs, set for 2 workers"),
     Mutation("anneal", "a3c_graph/core/learner.py",
              "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
              "learning_rate *= 1.0",
