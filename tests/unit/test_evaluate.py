@@ -106,8 +106,8 @@ def test_gif_speed_keeps_the_frame_rate_and_drops_frames(tmp_path):
 def test_a_mujoco_episode_is_recorded_in_a_process_of_its_own_as_it_was_played(tmp_path, capsys):
     """MuJoCo's renderer cannot share a process with TensorFlow: evaluate plays the episode,
     a child process without TF replays its actions into the video. The video is that episode
-    (a frame per step and the first; the replay's return is the played one) and shows the
-    robot, not a blank frame."""
+    (a frame per step; the replay's return is the played one) and shows the robot, not a
+    blank frame."""
     pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
     import numpy as np
     from moviepy import VideoFileClip
@@ -127,6 +127,8 @@ def test_a_mujoco_episode_is_recorded_in_a_process_of_its_own_as_it_was_played(t
     mp4, = (logdir / "videos").glob("*.mp4")
     with VideoFileClip(str(mp4)) as clip:
         frames = list(clip.iter_frames())
-    assert len(frames) == steps + 1
+    # RecordVideo keeps the reset's frame and one per step; reading the mp4 back may drop
+    # the last (its duration is rounded to the frame rate).
+    assert steps <= len(frames) <= steps + 1
     assert all(np.asarray(frame).std() > 10 for frame in frames[:: max(1, steps // 5)])
     assert mp4.with_suffix(".gif").exists()
