@@ -67,9 +67,11 @@ def envs_for_workers(preset_envs: int, workers: int) -> int:
     return max(1, min(preset_envs, round(PRESET_WORKERS * preset_envs / workers)))
 
 
-def for_workers(config: A3CConfig, workers: int) -> A3CConfig:
-    """`config` for a cluster of `workers` workers, its --envs-per-worker not given:
-    envs_for_workers of the preset's."""
+def for_workers(config: A3CConfig, workers: int, args: argparse.Namespace) -> A3CConfig:
+    """`config` for a cluster of `workers` workers: unless the parsed flags `args` gave
+    --envs-per-worker, the preset's envs per worker spread over them (envs_for_workers)."""
+    if hasattr(args, "envs_per_worker"):  # a flag not given is not in the namespace
+        return config
     return dataclasses.replace(
         config, envs_per_worker=envs_for_workers(config.envs_per_worker, workers))
 
@@ -531,18 +533,20 @@ def config_from_args(args: argparse.Namespace, workers: int | None = None) -> A3
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(A3CConfig)
              if hasattr(args, f.name)}
     config = resolve_config(given)
-    if workers is not None and "envs_per_worker" not in given:
-        config = for_workers(config, workers)
-    return config
+    return config if workers is None else for_workers(config, workers, args)
 
 
-def config_to_argv(config: A3CConfig) -> list[str]:
+def config_to_argv(config: A3CConfig, say_envs: bool = False) -> list[str]:
     """The flags that reproduce `config` on another command line: --env and --preset when
-    not the defaults, and every other field whose value differs from the preset's."""
+    not the defaults, and every other field whose value differs from the preset's. With
+    say_envs, --envs-per-worker too, even when it is the preset's: for a command of a known
+    cluster, whose receiver would otherwise spread the preset's over its workers
+    (for_workers) where the value was decided already."""
     preset = preset_values(config.preset, config.env, config.repeat_action_probability,
                            config.protocol)
     # None (target_return: "the env's threshold") has no flag; the preset's value stands.
     changed = {f.name: getattr(config, f.name) for f in dataclasses.fields(A3CConfig)
-               if getattr(config, f.name) not in (preset.get(f.name, f.default), None)}
+               if getattr(config, f.name) not in (preset.get(f.name, f.default), None)
+               or (say_envs and f.name == "envs_per_worker")}
     return as_flags(changed)
 

@@ -184,8 +184,7 @@ def _validated_task(args):
         config = config_from_args(args)
         spec = resolve_task(args.ps_hosts, args.worker_hosts, args.cluster, args.job, args.task,
                             num_ps=args.ps, port=args.port)
-        if not hasattr(args, "envs_per_worker"):  # the launcher's rule, for a task started alone
-            config = for_workers(config, spec.num_workers)
+        config = for_workers(config, spec.num_workers, args)  # a task started alone
         check_loopback(spec.cluster, args.allow_remote)
         if spec.job == "ps":
             device = _task_device(args, spec)

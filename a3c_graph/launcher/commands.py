@@ -265,7 +265,7 @@ def start_background(plan: LaunchPlan) -> int:
         tasks=plan.tasks_flag, allow_remote=plan.allow_remote, max_restarts=plan.max_restarts,
         gpus=plan.devices.request.text if plan.devices is not None else None,
         gpu_memory_fraction=plan.devices.memory_fraction if plan.devices is not None else None)
-    argv = ["start", *options.to_argv(), *config_to_argv(plan.config)]
+    argv = ["start", *options.to_argv(), *config_to_argv(plan.config, say_envs=True)]
     created = not plan.logdir.exists()
     plan.logdir.mkdir(parents=True, exist_ok=True)
     log_path = plan.logdir / "launcher.log"

@@ -108,8 +108,7 @@ def plan_start(args: argparse.Namespace, environ: Mapping[str, str]) -> LaunchPl
     run = _checked_run(args)
     options = LaunchOptions.from_args(args)  # the launcher's own options, as the API's
     cluster, local_keys, source, tf_config = resolve_cluster(options, environ)
-    if not hasattr(args, "envs_per_worker"):  # the preset's, spread over the cluster's workers
-        run = dataclasses.replace(run, config=for_workers(run.config, len(cluster["worker"])))
+    run = dataclasses.replace(run, config=for_workers(run.config, len(cluster["worker"]), args))
     private_network = private_network_wanted(cluster, local_keys, source, options.allow_remote)
     warnings: list[str] = []
     _room_check(args.dry_run, warnings, check_resources, run, cluster, local_keys, source)
@@ -328,16 +327,7 @@ def task_argv(job: str, index: int, cluster: Mapping[str, list], logdir: Path,
     argv += ["--logdir", str(logdir)]
     if allow_remote:
         argv.append("--allow-remote")
-    return argv + with_envs_per_worker(config_to_argv(config), config)
-
-
-def with_envs_per_worker(flags: list[str], config: A3CConfig) -> list[str]:
-    """`flags` with --envs-per-worker always written: a task without it would spread the
-    preset's over the workers itself (config.for_workers), and a value the user gave that
-    equals the preset's must stay as given."""
-    if any(flag.startswith("--envs-per-worker") for flag in flags):
-        return flags
-    return [*flags, f"--envs-per-worker={config.envs_per_worker}"]
+    return argv + config_to_argv(config, say_envs=True)
 
 
 def check_logdir_writable(logdir: Path) -> None:

@@ -124,11 +124,9 @@ def variant_command(spec: RunSpec, config: A3CConfig, logdir: Path,
     config = dataclasses.replace(config, seed=spec.seed, max_seconds=spec.max_seconds,
                                  learn=config.learn and spec.phase != "ceiling",
                                  envs_per_worker=spec.envs_per_worker or config.envs_per_worker)
-    flags = config_to_argv(config)
-    if spec.envs_per_worker is not None and not any(
-            flag.startswith("--envs-per-worker") for flag in flags):
-        # Given even when it is the preset's: unsaid, the launcher spreads the preset's.
-        flags.append(f"--envs-per-worker={spec.envs_per_worker}")
+    # A run's own envs per worker are said even when they are the preset's: unsaid, the
+    # launcher would spread the preset's over the workers.
+    flags = config_to_argv(config, say_envs=spec.envs_per_worker is not None)
     common = ["--workers", str(spec.workers), "--logdir", str(logdir),
               *(["--allow-remote"] if allow_remote else []), *flags]
     if spec.variant == "graph":

@@ -260,3 +260,15 @@ def test_a_cluster_of_more_workers_steps_fewer_envs_in_each(argv, workers, envs)
     add_config_arguments(parser)
     config = config_from_args(parser.parse_args(argv), workers=workers)
     assert config.envs_per_worker == envs
+
+
+def test_a_command_for_a_known_cluster_keeps_envs_given_equal_to_the_presets():
+    """The launcher's task commands and its --background relaunch say --envs-per-worker
+    even when it is the preset's 8: unsaid, the receiver would spread it over 16 workers."""
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    given = config_from_args(parser.parse_args(["--envs-per-worker", "8"]), workers=16)
+    said = parser.parse_args(config_to_argv(given, say_envs=True))
+    assert config_from_args(said, workers=16).envs_per_worker == 8
+    unsaid = parser.parse_args(config_to_argv(given))
+    assert config_from_args(unsaid, workers=16).envs_per_worker == 1

@@ -125,9 +125,9 @@ def test_a_task_gets_the_cluster_the_logdir_and_the_changed_flags(tmp_path):
     assert argv[7:] == ["--ps-hosts", "127.0.0.1:2222",
                         "--worker-hosts", "127.0.0.1:2223,127.0.0.1:2224",
                         "--logdir", str(tmp_path), "--allow-remote",
-                        "--learning-rate=0.01", "--target-return=195.0",
                         # always said, so the task does not spread the preset's itself
-                        "--envs-per-worker=8"]
+                        "--envs-per-worker=8",
+                        "--learning-rate=0.01", "--target-return=195.0"]
 
 
 def test_with_tf_config_the_cluster_is_left_to_the_environment(tmp_path):
