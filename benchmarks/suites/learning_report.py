@@ -251,15 +251,12 @@ def plot_against_workers(out: Path, tasks: Sequence[Task], records: Sequence[dic
     counts = worker_counts(records)
     if len(counts) < 2:
         return None
+    summary = summarize(records, tasks)
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for task in tasks:
-        runs = [r for r in records if r.get("task") == task.name]
-        frames = [(w, median([r["frames_to_target"] for r in runs
-                              if r.get("workers") == w and r["reached"]])) for w in counts]
-        finals = [(w, median([r["final_mean_return_100"] for r in runs
-                              if r.get("workers") == w])) for w in counts]
-        for ax, points in ((left, frames), (right, finals)):
-            points = [(w, y) for w, y in points if y is not None]
+        rows = [(w, summary.get(row_name(task.name, w), {})) for w in counts]
+        for ax, key in ((left, "median_frames_to_target"), (right, "median_final_return")):
+            points = [(w, row[key]) for w, row in rows if row.get(key) is not None]
             if points:
                 ax.plot(*zip(*points), marker="o", label=task.name)
     left.set_ylabel("median frames to target")
