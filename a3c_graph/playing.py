@@ -14,14 +14,14 @@ from typing import NamedTuple
 from a3c_graph.cli import UsageError
 
 
-def _recording_env(config, video_dir: str, name_prefix: str):
-    """The run's env, rendering rgb frames, with the first episode recorded as an mp4."""
+def _recording_env(env, config, video_dir: str, name_prefix: str):
+    """`env` (the run's, made rendering rgb frames) with its first episode recorded as an
+    mp4."""
     import gymnasium as gym
 
     from a3c_graph.core.config import is_atari
-    from a3c_graph.core.envs import ATARI_FRAME_SKIP, env_options, make_env
+    from a3c_graph.core.envs import ATARI_FRAME_SKIP
 
-    env = make_env(config.env, render_mode="rgb_array", **env_options(config))
     # One frame per agent step: an Atari step is 4 frames of the 60 Hz console.
     fps = 60 / ATARI_FRAME_SKIP if is_atari(config.env) else env.metadata.get("render_fps", 30)
     try:
@@ -53,14 +53,15 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
     from a3c_graph.core.envs import env_options, make_env
     from a3c_graph.recording import record_replay, renders_apart
 
-    env = make_env(config.env, **env_options(config))
+    env = make_env(config.env, render_mode="rgb_array" if video_dir else None,
+                   **env_options(config))
     name_prefix = f"{os.path.basename(checkpoint)}-seed{seed}"
     # MuJoCo renders in a process without TensorFlow: the first episode's actions are kept,
-    # then replayed there (recording.py). Other envs record here as they play.
+    # then replayed there (recording.py), and no frame is rendered here. Other envs record
+    # here as they play.
     replayed = bool(video_dir) and renders_apart(env)
     if video_dir and not replayed:
-        env.close()
-        env = _recording_env(config, video_dir, name_prefix)
+        env = _recording_env(env, config, video_dir, name_prefix)
     policy = _one_env_policy(config, env, sample, device)
     returns, lengths = [], []
     with _quiet_session(policy.graph, session_config) as session:
