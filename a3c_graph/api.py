@@ -118,7 +118,7 @@ def evaluate(logdir: str | os.PathLike | Sequence[str | os.PathLike], *,
     `logdir` (or several runs' at once, each in its own graph and thread).
 
     options, as `python -m a3c_graph.evaluate --help` tells them: checkpoint, env, seed,
-    sample, copies, devices, gpu_memory_fraction, record, gif, gif_speed.
+    sample, copies, devices, gpu_memory_fraction, record, gif, gif_speed, min_agent_steps.
 
     Returns an a3c_graph.evaluation.Evaluation: .returns (every episode's return),
     .mean_return, .models (each model's ModelReturns) and .summary() (the command's JSON).

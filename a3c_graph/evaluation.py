@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--episodes", type=int, default=10,
                         help="Episodes to play; Atari: whole games, played at once as one "
                              "batch, each cut at ALE's 108,000 frames (default: 10).")
+    parser.add_argument("--min-agent-steps", type=int, default=0, metavar="N",
+                        help="Go on playing until the episodes hold at least N agent steps "
+                             "in all; Atari: further batches of --episodes whole games, "
+                             "so every game counts once, e.g. --episodes 100 "
+                             "--min-agent-steps 150000 plays at least 100 games and 150,000 "
+                             "agent steps (default: 0, just --episodes).")
     parser.add_argument("--env", help="Env id (default: the run's).")
     parser.add_argument("--seed", type=int, default=12345, help="Seed of the evaluation envs.")
     parser.add_argument("--sample", action="store_true",
@@ -184,6 +190,8 @@ def evaluate_runs(args: argparse.Namespace, say: Callable[[str], None],
     """
     if args.episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
+    if args.min_agent_steps < 0:
+        raise UsageError(f"--min-agent-steps must be 0 or more, got {args.min_agent_steps}")
     if args.copies < 1:
         raise UsageError(f"--copies must be at least 1, got {args.copies}")
     record = args.record
@@ -279,13 +287,15 @@ def _play_concurrently(models, devices, session_config, args, say) -> list[Model
         if atari and not args.record:  # whole games, stepped as one batch
             returns, lengths = play_games(
                 config, checkpoint, args.episodes, seed, args.sample, device=device,
-                session_config=session_config, label=label, placement=placement, say=say)
+                session_config=session_config, label=label, placement=placement, say=say,
+                min_agent_steps=args.min_agent_steps)
         else:
             returns, lengths = play_episodes(
                 config, checkpoint, args.episodes, seed, args.sample, device=device,
                 session_config=session_config, label=label, placement=placement,
                 video_dir=os.path.join(logdir, "videos") if args.record else None,
-                gif_seconds=args.gif, gif_speed=args.gif_speed, say=say)
+                gif_seconds=args.gif, gif_speed=args.gif_speed, say=say,
+                min_agent_steps=args.min_agent_steps)
         return ModelReturns(logdir=logdir, checkpoint=checkpoint, copy=copy, device=device,
                             ran_on=placement.get("ran_on", []), returns=returns,
                             lengths=lengths, frame_skip=ATARI_FRAME_SKIP if atari else 1)

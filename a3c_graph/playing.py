@@ -37,9 +37,10 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
                   device: str | None = None, session_config=None, label: str = "",
                   placement: dict | None = None, video_dir: str | None = None,
                   gif_seconds: float | None = None, gif_speed: float = 1.0,
-                  say: Callable[[str], None] = print) -> list[float]:
-    """Returns and lengths (agent steps) of `episodes` episodes played one after the other
-    by the checkpoint's global network.
+                  say: Callable[[str], None] = print,
+                  min_agent_steps: int = 0) -> tuple[list[float], list[int]]:
+    """Returns and lengths (agent steps) of the episodes played one after the other by the
+    checkpoint's global network: `episodes`, and more until they hold `min_agent_steps`.
 
     device: the graph's ops are pinned there with graph.device() (None: TF chooses).
     session_config: the process's one shared ConfigProto. say: takes a line per episode,
@@ -67,7 +68,8 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
     with _quiet_session(policy.graph, session_config) as session:
         _restore(policy.saver, session, checkpoint)
         session = _FirstRunTraced(session, policy.graph, placement)
-        for episode in range(episodes):
+        episode = 0
+        while episode < episodes or sum(lengths) < min_agent_steps:
             try:
                 obs, _ = env.reset(seed=seed + episode)
             except gym.error.DependencyNotInstalled as error:  # rendering, e.g. pygame
@@ -78,7 +80,8 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
             lengths.append(steps)
             # A greedy policy in a deterministic env can repeat one rally until the time limit.
             cut_off = ", cut off by the env's time limit" if truncated else ""
-            say(f"{label}episode {episode + 1}/{episodes}: return {total:.1f} in {steps:,} "
+            of = f"/{episodes}" if episode < episodes else f" (to {min_agent_steps:,} steps)"
+            say(f"{label}episode {episode + 1}{of}: return {total:.1f} in {steps:,} "
                 f"steps{cut_off}")
             if sent is not None:
                 again, again_steps = record_replay(config.env, env_options(config), seed, sent,
@@ -89,6 +92,7 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
                         f"{again:.3f} in {again_steps} steps, played {total:.3f} in {steps}")
                 say(f"{label}recorded episode 1 in a process of its own (MuJoCo renders "
                     f"apart from TensorFlow): replayed return {again:.1f}, as played")
+            episode += 1
     env.close()
     if video_dir and gif_seconds:
         mp4 = os.path.join(video_dir, f"{name_prefix}-episode-0.mp4")
@@ -171,26 +175,37 @@ def _play_to_the_end(session, policy: _Policy, env, obs,
 def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
                device: str | None = None, session_config=None, label: str = "",
                placement: dict | None = None,
-               say: Callable[[str], None] = print) -> tuple[list[float], list[int]]:
-    """Atari: the returns and lengths (agent steps) of `games` whole games played at once,
+               say: Callable[[str], None] = print,
+               min_agent_steps: int = 0) -> tuple[list[float], list[int]]:
+    """Atari: the returns and lengths (agent steps) of whole games played `games` at once,
     one per env of an EnvBatch (ale-py's vector env with the run's protocol: random no-op
     starts of up to 30, game i seeded seed + i, each game cut at ALE's 108,000 frames),
     the policy acting on all of them as one batch. A finished env's next game is played on
-    but not counted, so every game counts once whatever its length.
+    but not counted, so every game counts once whatever its length. Batch after batch (game
+    numbers and seeds going on) until the games hold `min_agent_steps` agent steps in all:
+    whole batches, so no game is cut short by the count and short games are not favoured.
     """
     from a3c_graph.core.envs import EnvBatch, env_options
 
-    batch = EnvBatch(config.env, games, seed=seed, **env_options(config))
-    try:
-        return _play_batch(batch, config, checkpoint, games, sample, device, session_config,
-                           label, placement, say)
-    finally:
-        batch.close()
+    returns: list[float] = []
+    lengths: list[int] = []
+    while not returns or sum(lengths) < min_agent_steps:
+        first = len(returns)
+        batch = EnvBatch(config.env, games, seed=seed + first, **env_options(config))
+        try:
+            more = _play_batch(batch, config, checkpoint, games, sample, device,
+                               session_config, label, placement, say, first)
+        finally:
+            batch.close()
+        returns += more[0]
+        lengths += more[1]
+    return returns, lengths
 
 
 def _play_batch(batch, config, checkpoint, games, sample, device, session_config, label,
-                placement, say) -> tuple[list[float], list[int]]:
-    """play_games on the EnvBatch `batch` of `games` envs."""
+                placement, say, first: int = 0) -> tuple[list[float], list[int]]:
+    """One batch of play_games on the EnvBatch `batch` of `games` envs, its games numbered
+    from first + 1."""
     import numpy as np
     import tensorflow as tf
 
@@ -241,8 +256,8 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
                 cut_off[i] = bool(step.truncated[i])
                 left -= 1
                 capped = ", cut off at ALE's frame cap" if cut_off[i] else ""
-                say(f"{label}game {i + 1}/{games}: return {returns[i]:.1f} in {lengths[i]:,} "
-                    f"steps ({lengths[i] * info.frame_skip:,} frames){capped}")
+                say(f"{label}game {first + i + 1}/{first + games}: return {returns[i]:.1f} "
+                    f"in {lengths[i]:,} steps ({lengths[i] * info.frame_skip:,} frames){capped}")
     return [float(r) for r in returns], lengths
 
 

@@ -27,9 +27,10 @@ and the defaults (the env's preset) for everything else:
                       Pendulum-v1 and MuJoCo's v5 tasks (the continuous preset) for 1M env
                       steps; the line is rl-zoo's A2C score (opt-in)
 
-After a run of a task that plays its final checkpoint (Pong: 10 games, the other Atari
-games and the continuous tasks: 30), the suite
-runs `python -m a3c_graph.evaluate --logdir RUN --episodes N` greedy and again with --sample,
+After a run of a task that plays its final checkpoint (Pong: 10 games; the other Atari
+games: 100 whole games at once, and further batches of 100 until 150,000 agent steps; the
+continuous tasks: 30 episodes), the suite runs `python -m a3c_graph.evaluate --logdir RUN
+--episodes N [--min-agent-steps S]` greedy and again with --sample,
 each in its own process, and records both (<out>/evaluations/<run>-greedy.txt, -sampled.txt).
 
 The curves come from the progress history every worker appends (a3c_graph.progress): the
@@ -113,12 +114,15 @@ def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path,
                                    earlier_wall))
     if task.evaluation_games and record["exit_code"] == 0:
         record["evaluation"] = evaluate_final_checkpoint(
-            out / record["logdir"], task.evaluation_games, out / "evaluations")
+            out / record["logdir"], task.evaluation_games, out / "evaluations",
+            task.evaluation_steps)
     return record
 
 
-def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path) -> dict[str, dict]:
-    """The run's latest checkpoint played for `games` games, greedy and sampled: each mode's
+def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path,
+                              min_agent_steps: int = 0) -> dict[str, dict]:
+    """The run's latest checkpoint played for `games` games (and more, whole batches of
+    them, until they hold `min_agent_steps` agent steps), greedy and sampled: each mode's
     summary line of a3c_graph.evaluate (the returns' mean, spread and each game's return and
     frames, the checkpoint), or
     {"error": its last line on stderr}. The printouts go to <folder>/<run>-<mode>.txt."""
@@ -128,7 +132,7 @@ def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path) -> dict[st
     for mode, flags in (("greedy", []), ("sampled", ["--sample"])):
         result = subprocess.run(
             [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir),
-             "--episodes", str(games), *flags],
+             "--episodes", str(games), "--min-agent-steps", str(min_agent_steps), *flags],
             capture_output=True, text=True, cwd=REPO, env=env)
         printout = folder / f"{logdir.name}-{mode}.txt"
         write_atomic(printout, result.stdout)

@@ -132,3 +132,34 @@ def test_a_mujoco_episode_is_recorded_in_a_process_of_its_own_as_it_was_played(t
     assert steps <= len(frames) <= steps + 1
     assert all(np.asarray(frame).std() > 10 for frame in frames[:: max(1, steps // 5)])
     assert mp4.with_suffix(".gif").exists()
+
+
+def test_a_negative_number_of_agent_steps_to_evaluate_is_one_line_exit_2(tmp_path, capsys):
+    from a3c_graph import evaluation
+
+    logdir = tmp_path / "run"
+    untrained_run(logdir)
+    assert evaluation.main(["--logdir", str(logdir), "--min-agent-steps", "-1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "a3c_graph.evaluate: error: --min-agent-steps must be 0 or more, got -1"]
+
+
+def test_evaluate_goes_on_with_whole_episodes_until_the_agent_steps_asked_for(tmp_path, capsys):
+    from a3c_graph import evaluation
+
+    logdir = tmp_path / "run"
+    untrained_run(logdir)  # CartPole, greedy: episode e the same in every run (seed + e)
+
+    def play(*flags: str) -> tuple[list[int], list[str]]:
+        assert evaluation.main(["--logdir", str(logdir), "--episodes", "2", *flags]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        return json.loads(lines[-1])["frames"], lines[:-1]
+
+    two, _ = play()
+    asked = sum(two) + 1
+    lengths, lines = play("--min-agent-steps", str(asked))
+    # Whole episodes until the steps asked for, and not one more than that takes.
+    assert lengths[:2] == two and len(lengths) >= 3
+    assert sum(lengths) >= asked and sum(lengths[:-1]) < asked
+    assert lines[0].startswith("episode 1/2: ")
+    assert lines[2].startswith(f"episode 3 (to {asked:,} steps): ")

@@ -187,3 +187,32 @@ def test_evaluation_plays_whole_atari_games_as_one_batch(tmp_path):
     assert played.stderr == ""  # a successful evaluate prints only its own lines
 
 
+
+
+def test_evaluation_to_a_number_of_agent_steps_plays_whole_batches_of_the_same_games(
+        tmp_path, capsys):
+    # rl-zoo's and this project's Atari evaluations play at least N agent steps of whole
+    # games: batch after batch of --episodes games, game i seeded --seed + i whichever batch
+    # it is in, so the games are the ones a single batch of all of them plays (greedy: the
+    # same games move for move).
+    from a3c_graph import evaluation
+
+    logdir = tmp_path / "run"
+    untrained_run(logdir, env=BREAKOUT, protocol="classic", conv_filters=(4, 4, 4))
+
+    def play(*flags: str) -> tuple[dict, list[str]]:
+        assert evaluation.main(["--logdir", str(logdir), *flags]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        return json.loads(lines[-1]), lines[:-1]
+
+    four, _ = play("--episodes", "4")
+    first_two_steps = sum(four["frames"][:2]) // 4
+    by_steps, lines = play("--episodes", "2", "--min-agent-steps", str(first_two_steps + 1))
+    assert by_steps["episodes"] == 4
+    assert (by_steps["returns"], by_steps["frames"]) == (four["returns"], four["frames"])
+    assert sorted(line.split(":")[0] for line in lines) == [
+        "game 1/2", "game 2/2", "game 3/4", "game 4/4"]
+    # Enough steps already: no second batch.
+    just_two, _ = play("--episodes", "2", "--min-agent-steps", str(first_two_steps))
+    assert just_two["returns"] == four["returns"][:2]
+
