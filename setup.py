@@ -24,7 +24,12 @@ setup(
         # (evaluate --record); pygame-ce: CartPole's rgb_array rendering for --record.
         "atari": ["ale-py==0.12.1", "opencv-python-headless==5.0.0.93", "moviepy==2.2.1",
                   "pygame-ce==2.5.8"],
-        "bench": ["ray==2.60.0", "matplotlib==3.11.2"],
+        # rliable: the Atari table's aggregates as Agarwal et al. 2021 report them (IQM,
+        # stratified bootstrap intervals, performance profiles); scipy: a run's bootstrap
+        # interval (scipy.stats.bootstrap); pandas below 3, which rliable's bootstrap
+        # (arch 7.2) fails to import with.
+        "bench": ["ray==2.60.0", "matplotlib==3.11.2", "rliable==1.2.0", "scipy==1.17.1",
+                  "pandas==2.3.3"],
         # MuJoCo's physics for Gymnasium's HalfCheetah-v5, Hopper-v5, Walker2d-v5.
         "mujoco": ["mujoco==3.3.7"],
         # pyyaml: tests/unit/launcher/test_kubernetes.py reads deploy/kubernetes/tfjob.yaml.
