@@ -5,8 +5,10 @@ suite's results of the atari-* tasks (benchmarks.learning --tasks atari-breakout
 
 Each RESULTS_DIR is a learning suite's --out (a game per suite, or several); every record of
 an atari-* task in them is read, whichever folder holds it. Writes <OUT>/atari.md (per game:
-seeds, frames, minutes, the training curve's last 100 games, the final checkpoint's 30
-games sampled and greedy, and the anchors at 40M frames; then every run, and every run's
+seeds, frames, minutes, the training curve's last 100 games, the final checkpoints'
+evaluations sampled (the mean over seeds, its 95 % interval and the verdict against A2C's
+score: atari_statistics.py) and greedy, and the anchors at 40M frames; then every run (its
+evaluation's mean, standard error and bootstrap interval), and every run's
 curve read each 5M frames with when it reached A2C's score), <OUT>/atari.json
 (the same, for scripts) and <OUT>/atari.png (each game's curves against frames, the
 anchors as lines). Paths to each run's own results are relative to OUT.
@@ -24,6 +26,7 @@ from pathlib import Path
 from a3c_graph.cli import UsageError, fail
 from a3c_graph.progress import write_atomic
 from benchmarks.harness.report import median
+from benchmarks.suites.atari_statistics import evaluation_estimate, game_estimate
 from benchmarks.suites.learning_report import _fmt, evaluated, last_frame
 
 PROG = "benchmarks.atari_games"
@@ -70,15 +73,24 @@ def read_records(folders: Sequence[Path], out: Path) -> list[dict]:
     return sorted(records, key=lambda r: (order.index(r["task"]), r["seed"]))
 
 
+def _games(record: dict, mode: str) -> list[float] | None:
+    """The returns of the run's evaluation games in `mode` (None if it has fewer than 2)."""
+    returns = ((record.get("evaluation") or {}).get(mode) or {}).get("returns")
+    return returns if returns and len(returns) >= 2 else None
+
+
 def summarize(records: Sequence[dict]) -> dict[str, dict]:
-    """Per game: the medians over its seeds, how many reached the A2C score sampled, and the
-    anchors."""
+    """Per game: the medians over its seeds; the sampled evaluations' mean over seeds with its
+    95 % interval (atari_statistics.game_estimate) and the verdict against A2C's score read
+    off it; and the anchors."""
     games = {}
     for game, anchor in ANCHORS.items():
         runs = [r for r in records if r["task"] == game]
         if not runs:
             continue
         sampled = [evaluated(r, "sampled") for r in runs]
+        played = [_games(r, "sampled") for r in runs]
+        estimate = (game_estimate(played) if all(played) else None)
         games[game] = {
             "env": runs[0]["env"], "seeds": len(runs),
             "median_frames": median([last_frame(r) for r in runs]),
@@ -86,19 +98,33 @@ def summarize(records: Sequence[dict]) -> dict[str, dict]:
             "median_last_100": median([r["final_mean_return_100"] for r in runs]),
             "median_sampled": median(sampled),
             "median_greedy": median([evaluated(r, "greedy") for r in runs]),
-            "at_a2c_score": sum(s is not None and s >= anchor.a2c for s in sampled),
+            "sampled": estimate.as_dict() if estimate else None,
+            "against_a2c": estimate.verdict(anchor.a2c) if estimate else None,
             "a2c": anchor.a2c, "ppo": anchor.ppo, "a3c_paper": anchor.a3c_paper,
         }
     return games
 
 
+def _interval(estimate: dict | None) -> str:
+    """"mean [low, high]" of an estimate's dict, or "-"."""
+    if not estimate:
+        return "-"
+    return f"{estimate['mean']:,.1f} [{estimate['low']:,.1f}, {estimate['high']:,.1f}]"
+
+
 def _spread(record: dict) -> str:
+    """The run's sampled evaluation: games, mean ± standard error [95 % bootstrap interval]
+    (lowest to highest game)."""
     played = (record.get("evaluation") or {}).get("sampled")
     if not played or "mean_return" not in played:
         return "-"
-    sd = f" ± {played['std_return']:,.0f}" if "std_return" in played else ""
-    return (f"{played['mean_return']:,.1f}{sd} ({played['min_return']:,.0f} to "
-            f"{played['max_return']:,.0f})")
+    returns = _games(record, "sampled")
+    if returns is None:  # an older record without its games' returns
+        return f"{played.get('episodes', '?')} games, {played['mean_return']:,.1f}"
+    estimate = evaluation_estimate(returns)
+    return (f"{len(returns)} games, {estimate.mean:,.1f} ± {estimate.standard_error:,.1f} "
+            f"[{estimate.low:,.1f}, {estimate.high:,.1f}] ({min(returns):,.0f} to "
+            f"{max(returns):,.0f})")
 
 
 MARKS = tuple(range(5, 45, 5))  # millions of frames at which each run's curve is read
@@ -125,25 +151,30 @@ def _to_a2c_score(record: dict) -> str:
 
 def markdown(games: dict[str, dict], records: Sequence[dict]) -> str:
     lines = ["# The A3C paper's Atari games on two cores, at 40M frames", "",
-             "| game | seeds | frames | minutes | training: last 100 games | 30 games sampled "
-             "/ greedy | at A2C's score | rl-zoo A2C | rl-zoo PPO | A3C paper |",
-             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+             "| game | seeds | frames | minutes | training: last 100 games | sampled: mean "
+             "[95 % interval] | against rl-zoo A2C | greedy | rl-zoo A2C | rl-zoo PPO | "
+             "A3C paper |", "|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|"]
     for row in games.values():
         lines.append(f"| {row['env']} | {row['seeds']} | {_fmt(row['median_frames'])} | "
                      f"{_fmt(row['median_minutes'], 0)} | {_fmt(row['median_last_100'])} | "
-                     f"{_fmt(row['median_sampled'])} / {_fmt(row['median_greedy'])} | "
-                     f"{row['at_a2c_score']}/{row['seeds']} | {row['a2c']:,.0f} | "
+                     f"{_interval(row['sampled'])} | {row['against_a2c'] or '-'} | "
+                     f"{_fmt(row['median_greedy'])} | {row['a2c']:,.0f} | "
                      f"{row['ppo']:,.0f} | ~{row['a3c_paper']:,.0f} |")
-    lines += ["", "Medians over a game's seeds. Scores are whole games (every life), raw "
-              "(rewards are clipped for learning only). The training column is the mean of "
-              "the last 100 games the workers played; the evaluation is the final checkpoint "
-              "in 30 games of `a3c_graph.evaluate` (up to 30 no-ops at the start, each cut at "
-              "108,000 frames), with sampled actions (as rl-zoo scores Atari) / greedy. "
+    lines += ["", "Frames, minutes, the training column and greedy: medians over a game's "
+              "seeds. Scores are whole games (every life), raw (rewards are clipped for "
+              "learning only). The training column is the mean of the last 100 games the "
+              "workers played. The evaluation is each seed's final checkpoint in "
+              "`a3c_graph.evaluate` (whole games, up to 30 no-ops at the start, each cut at "
+              "108,000 frames) with sampled actions, as rl-zoo scores Atari: the mean over "
+              "seeds of their evaluations' means, and a 95 % interval by a two-level "
+              "bootstrap (seeds, then each seed's games); against A2C: above, level or below "
+              "by that interval. Greedy (the most likely action) is not the anchors' measure. "
               "rl-zoo: rl-baselines3-zoo's benchmark.md at 40M frames; the A3C paper: its "
               "16-thread curves read at 40M frames.", "",
               "## Runs", "", "| game | seed | frames | minutes | agent steps/s | last 100 "
-              "games | best 100 | sampled: mean ± sd (lowest to highest) | greedy | exit | "
-              "results |", "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
+              "games | best 100 | sampled: games, mean ± standard error [95 % bootstrap "
+              "interval] (lowest to highest) | greedy | exit | results |",
+              "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
     for r in records:
         lines.append(f"| {r['env']} | {r['seed']} | {_fmt(last_frame(r))} | "
                      f"{_fmt(r['wall_s'] / 60, 0)} | {_fmt(r['steps_per_sec'], 0)} | "

@@ -4,6 +4,7 @@ the learning suite's results, and its bad input."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +15,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def _record(task, env, seed, sampled, last_100=100.0):
-    played = {"mean_return": sampled, "min_return": sampled - 50, "max_return": sampled + 50,
-              "std_return": 20.0, "episodes": 30}
+    # 30 games, half at sampled - 20 and half at sampled + 20: a mean of `sampled` with a
+    # standard error of 20 x sqrt(30 / 29) / sqrt(30) = 3.7
+    returns = [sampled - 20.0, sampled + 20.0] * 15
+    played = {"mean_return": sampled, "min_return": sampled - 20, "max_return": sampled + 20,
+              "std_return": 20.0, "episodes": 30, "returns": returns}
     return {"task": task, "env": env, "seed": seed, "wall_s": 5400.0,
             "steps_per_sec": 1000.0, "exit_code": 0, "stop_reason": "max_steps",
             "final_mean_return_100": last_100, "best_mean_return_100": last_100 + 5,
@@ -50,22 +54,32 @@ def test_each_game_is_set_beside_its_anchors_with_the_seeds_at_a2c_s_score(tmp_p
                             cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
     table = (out / "atari.md").read_text()
-    # Breakout: median sampled 290 of three seeds, two at or above A2C's 280.
-    assert ("| ALE/Breakout-v5 | 3 | 40.00M | 90 | 100.0 | 290.0 / 145.0 | 2/3 | 280 | 398 "
-            "| ~150 |") in table
-    assert "| ALE/Qbert-v5 | 1 | 40.00M | 90 | 100.0 | 4,000.0 / 2,000.0 | 1/1 | 3,882 |" in table
+    # Breakout: three seeds at 300, 250 and 290 sampled, a mean of 280 whose interval, over
+    # the seeds first, spans most of 250-300: level with A2C's 280. Greedy: the median.
+    breakout_row = re.search(r"\| ALE/Breakout-v5 \| 3 \| 40.00M \| 90 \| 100.0 \| "
+                             r"280.0 \[([\d.]+), ([\d.]+)\] \| level \| 145.0 \| 280 \| "
+                             r"398 \| ~150 \|", table)
+    assert breakout_row, table
+    assert 250.0 <= float(breakout_row[1]) < 270.0 and 290.0 < float(breakout_row[2]) <= 300.0
+    # Q*bert: one seed of 30 games at 4,000 ± 3.7: above A2C's 3,882.
+    assert re.search(r"\| ALE/Qbert-v5 \| 1 \| 40.00M \| 90 \| 100.0 \| 4,000.0 "
+                     r"\[3,99\d.\d, 4,00\d.\d\] \| above \| 2,000.0 \| 3,882 \|", table), table
     assert "MinAtar" not in table
     # The curve read at its last reading up to each mark, none past the run's end.
     assert ("| ALE/SpaceInvaders-v5 | 0 | 200.0 | 200.0 | 640.0 | 650.0 | - | - | - | - | "
             "12.0M frames, 30 min |") in table
     assert "| ALE/BeamRider-v5 | 0 | 2.0 |" in table and "| 40.0M frames, 90 min |" in table
-    assert "| ALE/Breakout-v5 | 1 | 40.00M | 90 | 1,000 | 100.0 | 105.0 | 250.0 ± 20 (200 to " \
-           "300) | 125.0 | 0 (max_steps) | [../breakout](../breakout/results.md) |" in table
+    # Each run's evaluation: its games, mean ± standard error [bootstrap interval].
+    assert re.search(r"\| ALE/Breakout-v5 \| 1 \| 40.00M \| 90 \| 1,000 \| 100.0 \| 105.0 \| "
+                     r"30 games, 250.0 ± 3.7 \[24\d.\d, 25\d.\d\] \(230 to 270\) \| 125.0 \| "
+                     r"0 \(max_steps\) \| \[../breakout\]\(../breakout/results.md\) \|",
+                     table), table
     # Each run's curve read every 5M frames, and when it first reached A2C's score.
     assert ("| ALE/Qbert-v5 | 0 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 2.0 | 100.0 | not reached |"
             ) in table
     games = json.loads((out / "atari.json").read_text())["games"]
-    assert games["atari-breakout"]["median_sampled"] == 290.0
+    assert games["atari-breakout"]["sampled"]["mean"] == 280.0
+    assert games["atari-breakout"]["against_a2c"] == "level"
     assert colored_pixels(out / "atari.png") > 100  # the curves are drawn
 
 
