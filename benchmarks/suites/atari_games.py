@@ -23,10 +23,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from a3c_graph.cli import UsageError, fail
 from a3c_graph.progress import write_atomic
 from benchmarks.harness.report import median
-from benchmarks.suites.atari_statistics import evaluation_estimate, game_estimate
+from benchmarks.suites.atari_statistics import (
+    aggregates,
+    evaluation_estimate,
+    game_estimate,
+    performance_profiles,
+    score_matrix,
+)
 from benchmarks.suites.learning_report import _fmt, evaluated, last_frame
 
 PROG = "benchmarks.atari_games"
@@ -149,7 +157,8 @@ def _to_a2c_score(record: dict) -> str:
     return "not reached"
 
 
-def markdown(games: dict[str, dict], records: Sequence[dict]) -> str:
+def markdown(games: dict[str, dict], records: Sequence[dict],
+             aggregated: Sequence[str] = ()) -> str:
     lines = ["# The A3C paper's Atari games on two cores, at 40M frames", "",
              "| game | seeds | frames | minutes | training: last 100 games | sampled: mean "
              "[95 % interval] | against rl-zoo A2C | greedy | rl-zoo A2C | rl-zoo PPO | "
@@ -170,7 +179,7 @@ def markdown(games: dict[str, dict], records: Sequence[dict]) -> str:
               "bootstrap (seeds, then each seed's games); against A2C: above, level or below "
               "by that interval. Greedy (the most likely action) is not the anchors' measure. "
               "rl-zoo: rl-baselines3-zoo's benchmark.md at 40M frames; the A3C paper: its "
-              "16-thread curves read at 40M frames.", "",
+              "16-thread curves read at 40M frames.", "", *aggregated,
               "## Runs", "", "| game | seed | frames | minutes | agent steps/s | last 100 "
               "games | best 100 | sampled: games, mean ± standard error [95 % bootstrap "
               "interval] (lowest to highest) | greedy | exit | results |",
@@ -192,6 +201,70 @@ def markdown(games: dict[str, dict], records: Sequence[dict]) -> str:
                      " | ".join(_fmt(curve_at(r, m)) for m in MARKS) +
                      f" | {_to_a2c_score(r)} |")
     return "\n".join(lines) + "\n"
+
+
+AGENT = "a3c_graph"
+REFERENCES = {"rl-zoo A2C": "a2c", "rl-zoo PPO": "ppo"}  # one run each, the anchors' figures
+
+
+def score_matrices(records: Sequence[dict]) -> dict[str, np.ndarray] | None:
+    """Human-normalised scores [runs, games] of this agent (each seed's sampled evaluation
+    mean) and of the reference agents (their published score, one run): None unless every
+    game has as many seeds evaluated (the stratified bootstrap's rows)."""
+    scores = {game: [evaluated(r, "sampled") for r in records if r["task"] == game]
+              for game in ANCHORS}
+    counts = {len(values) for values in scores.values()}
+    if len(counts) != 1 or 0 in counts or any(None in v for v in scores.values()):
+        return None
+    games = list(ANCHORS)
+    matrices = {AGENT: score_matrix(scores, games)}
+    for name, field in REFERENCES.items():
+        matrices[name] = score_matrix({g: [getattr(ANCHORS[g], field)] for g in games}, games)
+    return matrices
+
+
+def aggregate_lines(matrices: dict[str, np.ndarray] | None) -> list[str]:
+    """atari.md's section of the aggregates over games x seeds (rliable)."""
+    lines = ["## Over the four games", ""]
+    if matrices is None:
+        return lines + ["Not computed: the aggregates need every game evaluated on as many "
+                        "seeds.", ""]
+    results = aggregates(matrices)
+    lines += ["| agent | runs per game | IQM of human-normalised scores [95 % interval] | "
+              "mean [95 % interval] |", "|---|---:|---|---|"]
+    for name, result in results.items():
+        cells = [f"{point:.3f} [{low:.3f}, {high:.3f}]" for point, low, high in
+                 (result.iqm, result.mean)]
+        lines.append(f"| {name} | {matrices[name].shape[0]} | {cells[0]} | {cells[1]} |")
+    return lines + ["", "Scores normalised as (score - random) / (human - random) (Mnih et al. "
+                    "2015's random and human play); the interquartile mean (IQM) and the mean "
+                    "over runs x games, with stratified bootstrap intervals (Agarwal et al. "
+                    "2021, the `rliable` library). rl-zoo's figures are one run each: "
+                    "reference lines, without an interval of their own. atari-profile.png: "
+                    "the performance profiles.", ""]
+
+
+def plot_profiles(out: Path, matrices: dict[str, np.ndarray]) -> Path:
+    """atari-profile.png: the fraction of runs x games above each human-normalised score,
+    with its 95 % band, per agent (rliable's performance profiles)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+    from rliable import plot_utils
+
+    top = max(float(matrix.max()) for matrix in matrices.values())
+    taus = np.linspace(0.0, max(1.0, top * 1.05), 101)
+    profiles, bands = performance_profiles(matrices, taus)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=bands, ax=ax)
+    ax.legend(loc="upper right", fontsize="small")  # rliable labels each line by its agent
+    ax.set_title("Atari, 4 games at 40M frames: performance profiles")
+    fig.tight_layout()
+    path = out / "atari-profile.png"
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def plot(out: Path, records: Sequence[dict]) -> Path:
@@ -240,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(PROG, error)
     out.mkdir(parents=True, exist_ok=True)
     games = summarize(records)
-    text = markdown(games, records)
+    matrices = score_matrices(records)
+    text = markdown(games, records, aggregate_lines(matrices))
     write_atomic(out / "atari.json", json.dumps({"games": games, "records": [
         {key: r.get(key) for key in ("task", "env", "seed", "results", "wall_s",
                                      "steps_per_sec", "final_mean_return_100",
@@ -249,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         indent=2) + "\n")
     write_atomic(out / "atari.md", text)
     plot(out, records)
+    if matrices is not None:
+        plot_profiles(out, matrices)
     print(text, end="")
     print(f"table and figure in {out}", flush=True)
     return 0

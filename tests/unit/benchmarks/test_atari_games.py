@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import colored_pixels
 
 REPO = Path(__file__).resolve().parents[3]
@@ -93,3 +94,48 @@ def test_folders_without_atari_runs_are_one_line_exit_2(tmp_path):
         lines = result.stderr.strip().splitlines()
         assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr
         assert not (tmp_path / "out").exists()
+
+
+def test_four_games_evaluated_alike_are_aggregated_beside_rl_zoo_with_their_profiles(tmp_path):
+    # One seed a game, each exactly at rl-zoo A2C's score but Q*bert at PPO's 15,627: the
+    # agent's human-normalised scores are A2C's with Q*bert's raised to PPO's.
+    a2c = {"atari-breakout": 280.0, "atari-beamrider": 2890.0, "atari-qbert": 3882.0,
+           "atari-spaceinvaders": 627.0}
+    envs = {"atari-breakout": "Breakout", "atari-beamrider": "BeamRider",
+            "atari-qbert": "Qbert", "atari-spaceinvaders": "SpaceInvaders"}
+    played = {**a2c, "atari-qbert": 15627.0}
+    suite = _suite(tmp_path / "games", [_record(task, f"ALE/{envs[task]}-v5", 0, score)
+                                        for task, score in played.items()])
+    out = tmp_path / "table"
+    result = subprocess.run([sys.executable, "-m", "benchmarks.atari_games", str(out),
+                             str(suite)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr
+    table = (out / "atari.md").read_text()
+    human = {"atari-breakout": (1.7, 30.5), "atari-beamrider": (363.9, 16926.5),
+             "atari-qbert": (163.9, 13455.0), "atari-spaceinvaders": (148.0, 1668.7)}
+
+    def normalised(scores):
+        return sorted((scores[g] - human[g][0]) / (human[g][1] - human[g][0]) for g in scores)
+
+    ours, zoo = normalised(played), normalised(a2c)
+    # IQM of 4 scores: the mean of the middle two; the mean: of all four.
+    row = re.search(r"\| a3c_graph \| 1 \| ([\d.]+) \[[\d.]+, [\d.]+\] \| ([\d.]+) \[", table)
+    assert row, table
+    assert float(row[1]) == pytest.approx((ours[1] + ours[2]) / 2, abs=1e-3)
+    assert float(row[2]) == pytest.approx(sum(ours) / 4, abs=1e-3)
+    zoo_row = re.search(r"\| rl-zoo A2C \| 1 \| ([\d.]+) \[([\d.]+), ([\d.]+)\] \|", table)
+    assert float(zoo_row[1]) == pytest.approx((zoo[1] + zoo[2]) / 2, abs=1e-3)
+    assert "| rl-zoo PPO | 1 |" in table
+    assert colored_pixels(out / "atari-profile.png") > 100
+
+
+def test_games_evaluated_on_unequal_seeds_are_not_aggregated(tmp_path):
+    suite = _suite(tmp_path / "games", [
+        _record("atari-breakout", "ALE/Breakout-v5", seed, 300.0) for seed in range(2)])
+    out = tmp_path / "table"
+    result = subprocess.run([sys.executable, "-m", "benchmarks.atari_games", str(out),
+                             str(suite)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "Not computed: the aggregates need every game evaluated" in (
+        out / "atari.md").read_text()
+    assert not (out / "atari-profile.png").exists()
