@@ -328,7 +328,7 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
     longest = max((t for r in main for t, _, _ in r["return_curve"]), default=1.0)
     axes[0][0].set_xlim(0, longest * 1.02)
     axes[0][0].set_ylabel("mean return (last 100 episodes)")
-    written.append(_save(fig, out / "returns.png"))
+    written.append(save_figure(fig, out / "returns.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, variant in enumerate(variants):
@@ -351,7 +351,7 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
         ax.legend(loc="lower right", fontsize="small")
     ax.set_xticks(range(len(variants)), variants)
     ax.set_ylabel("env steps/s after start-up (bar: median, dots: seeds)")
-    written.append(_save(fig, out / "steps_per_sec.png"))
+    written.append(save_figure(fig, out / "steps_per_sec.png"))
 
     scaling = scaling_table(records)
     if scaling:
@@ -365,11 +365,12 @@ def plot_results(out: Path, records: Sequence[dict], variants: Sequence[str],
         ax.set_ylabel("env steps/s after start-up")
         ax.set_ylim(bottom=0)  # from zero: a ratio between points reads as it is
         ax.legend(loc="lower right")
-        written.append(_save(fig, out / "scaling.png"))
+        written.append(save_figure(fig, out / "scaling.png"))
     return written
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
+    """Lay `fig` out, write it to `path` (100 dpi), close it; returns `path`."""
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     import matplotlib.pyplot as plt

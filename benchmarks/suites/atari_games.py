@@ -27,7 +27,7 @@ import numpy as np
 
 from a3c_graph.cli import UsageError, fail
 from a3c_graph.progress import write_atomic
-from benchmarks.harness.report import median
+from benchmarks.harness.report import median, save_figure
 from benchmarks.suites.atari_statistics import (
     aggregates,
     evaluation_estimate,
@@ -260,11 +260,7 @@ def plot_profiles(out: Path, matrices: dict[str, np.ndarray]) -> Path:
     plot_utils.plot_performance_profiles(profiles, taus, performance_profile_cis=bands, ax=ax)
     ax.legend(loc="upper right", fontsize="small")  # rliable labels each line by its agent
     ax.set_title("Atari, 4 games at 40M frames: performance profiles")
-    fig.tight_layout()
-    path = out / "atari-profile.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "atari-profile.png")
 
 
 def plot(out: Path, records: Sequence[dict]) -> Path:
@@ -294,11 +290,7 @@ def plot(out: Path, records: Sequence[dict]) -> Path:
         ax.set_ylabel("mean score, last 100 games")
         ax.grid(alpha=0.3)
         ax.legend(loc="upper left", fontsize="x-small")
-    fig.tight_layout()
-    path = out / "atari.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "atari.png")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c_graph.progress import write_atomic
-from benchmarks.harness.report import median
+from benchmarks.harness.report import median, save_figure
 from benchmarks.suites.learning_tasks import Task
 
 
@@ -231,11 +231,7 @@ def plot_task(out: Path, task: Task, records: Sequence[dict]) -> Path | None:
     axes[0].set_ylabel("mean return (last 100 episodes)")
     axes[1].legend(loc="lower right", fontsize="small")
     fig.suptitle(f"{task.name}: {runs[0]['env']}, {len(runs)} seed(s)")
-    fig.tight_layout()
-    path = out / f"{task.name}.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / f"{task.name}.png")
 
 
 def plot_against_workers(out: Path, tasks: Sequence[Task], records: Sequence[dict]
@@ -269,8 +265,4 @@ def plot_against_workers(out: Path, tasks: Sequence[Task], records: Sequence[dic
         if ax.lines:
             ax.legend(fontsize="small")
     fig.suptitle("Data efficiency against workers")
-    fig.tight_layout()
-    path = out / "workers.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "workers.png")

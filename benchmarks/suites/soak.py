@@ -35,6 +35,7 @@ from a3c_graph.launcher import commands
 from a3c_graph.progress import read_progress, run_totals
 from a3c_graph.system.processes import read_pid_file, read_pid_files
 from benchmarks import common
+from benchmarks.harness.report import save_figure
 
 SAMPLE_SECS = 2.0
 RESULTS = Path(__file__).resolve().parents[1] / "results"
@@ -206,9 +207,7 @@ def plot(result: dict, path: Path) -> None:
     bottom.set_ylabel("RSS (MB)")
     bottom.set_xlabel("minutes")
     bottom.legend(fontsize=7, ncol=4)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
