@@ -144,16 +144,11 @@ MUTATIONS = [
     Mutation("staleness-scale", "a3c_graph/core/learner.py",
              "return learning_rate * staleness_scale(policy_lag, config.tolerated_lag())",
              "return learning_rate",
-             # stale-updates-at-full-rate is the same bug where the learning test sees it.
+             # The learning test with 16 workers (tests/e2e/test_learns.py, slow) did not
+             # catch it reliably: one run solved CartPole with the mutation.
              "tests/unit/core/test_learner.py::test_a_stale_update_applies_at_the_rate_scaled_by_"
              "tolerance_over_lag[30-4.0-samples4-0.0013333333333333333]",
              "a stale update applied at the full learning rate"),
-    Mutation("stale-updates-at-full-rate", "a3c_graph/core/learner.py",
-             "return tf.minimum(1.0, tolerated_lag / lag)",
-             "return tf.constant(1.0)",
-             "tests/e2e/test_learns.py::test_sixteen_workers_solve_cartpole_where_stale_full_size_"
-             "steps_collapse",
-             "every update at the full rate however stale: 16 workers' policy collapses"),
     Mutation("tolerance-not-per-samples", "a3c_graph/core/config.py",
              "return self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples)",
              "return self.lag_tolerance",
