@@ -9,9 +9,11 @@ seeds, frames, minutes, the training curve's last 100 games, the final checkpoin
 evaluations sampled (the mean over seeds, its 95 % interval and the verdict against A2C's
 score: atari_statistics.py) and greedy, and the anchors at 40M frames; then every run (its
 evaluation's mean, standard error and bootstrap interval), and every run's
-curve read each 5M frames with when it reached A2C's score), <OUT>/atari.json
-(the same, for scripts) and <OUT>/atari.png (each game's curves against frames, the
-anchors as lines). Paths to each run's own results are relative to OUT.
+curve read each 5M frames with when it reached A2C's score; with every game evaluated on as
+many seeds, also the human-normalised IQM and mean over games x seeds beside rl-zoo's),
+<OUT>/atari.json (the same, for scripts), <OUT>/atari.png (each game's curves against
+frames, the anchors as lines) and then <OUT>/atari-profile.png (the performance profiles).
+Paths to each run's own results are relative to OUT.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from benchmarks.suites.atari_statistics import (
     performance_profiles,
     score_matrix,
 )
-from benchmarks.suites.learning_report import _fmt, evaluated, last_frame
+from benchmarks.suites.learning_report import _fmt, evaluated, evaluation_of, last_frame
 
 PROG = "benchmarks.atari_games"
 
@@ -83,7 +85,7 @@ def read_records(folders: Sequence[Path], out: Path) -> list[dict]:
 
 def _games(record: dict, mode: str) -> list[float] | None:
     """The returns of the run's evaluation games in `mode` (None if it has fewer than 2)."""
-    returns = ((record.get("evaluation") or {}).get(mode) or {}).get("returns")
+    returns = evaluation_of(record, mode).get("returns")
     return returns if returns and len(returns) >= 2 else None
 
 
@@ -123,8 +125,8 @@ def _interval(estimate: dict | None) -> str:
 def _spread(record: dict) -> str:
     """The run's sampled evaluation: games, mean ± standard error [95 % bootstrap interval]
     (lowest to highest game)."""
-    played = (record.get("evaluation") or {}).get("sampled")
-    if not played or "mean_return" not in played:
+    played = evaluation_of(record, "sampled")
+    if "mean_return" not in played:
         return "-"
     returns = _games(record, "sampled")
     if returns is None:  # an older record without its games' returns

@@ -68,9 +68,15 @@ def last_frame(record: dict) -> int | None:
     return frames[-1] if frames else None
 
 
+def evaluation_of(record: dict, mode: str) -> dict:
+    """The run's final checkpoint played `mode` ("greedy", "sampled"): the evaluation's
+    summary, {"error": ...}, or {} if it was not played."""
+    return (record.get("evaluation") or {}).get(mode) or {}
+
+
 def evaluated(record: dict, mode: str) -> float | None:
     """The mean return of the run's final checkpoint played `mode` (None if not played)."""
-    return (record.get("evaluation") or {}).get(mode, {}).get("mean_return")
+    return evaluation_of(record, mode).get("mean_return")
 
 
 def _evaluation_cell(record: dict) -> str:
