@@ -11,7 +11,8 @@ score: atari_statistics.py) and greedy, and the anchors at 40M frames; then ever
 evaluation's mean, standard error and bootstrap interval), and every run's
 curve read each 5M frames with when it reached A2C's score; with every game evaluated on as
 many seeds, also the human-normalised IQM and mean over games x seeds beside rl-zoo's),
-<OUT>/atari.json (the same, for scripts), <OUT>/atari.png (each game's curves against
+<OUT>/atari.json (the same, for scripts), <OUT>/readme-table.md (the README's table, from the
+same figures), <OUT>/atari.png (each game's curves against
 frames, the anchors as lines) and then <OUT>/atari-profile.png (the performance profiles).
 Paths to each run's own results are relative to OUT.
 """
@@ -205,6 +206,36 @@ def markdown(games: dict[str, dict], records: Sequence[dict],
     return "\n".join(lines) + "\n"
 
 
+NAMES = {"atari-breakout": "Breakout", "atari-beamrider": "BeamRider",
+         "atari-qbert": "Q*bert", "atari-spaceinvaders": "Space Invaders"}
+
+README_NOTES = (
+    "Sampled: each seed's final checkpoint over whole games with sampled actions, as rl-zoo "
+    "scores Atari; the mean over seeds and a 95 % interval by a two-level bootstrap (seeds, "
+    "then each seed's games). Against rl-zoo's A2C: above or below when the interval is, "
+    "else level. Greedy (the most likely action) and the training curve's last 100 games "
+    "are medians over seeds, not the anchors' measure. What differs from the anchors: this "
+    "agent learns with two asynchronous workers of 16 envs x 5 steps, each applying its own "
+    "gradients to the shared network on the ps, where rl-zoo's A2C has one learner of 16 "
+    "envs x 5 steps (both 40M frames in all); rl-zoo's figures are one run each of "
+    "NoFrameskip-v4 envs, this table's ALE v5 envs on the classic protocol.")
+
+
+def readme_table(games: dict[str, dict]) -> str:
+    """The README's Atari table, from atari.json's games: per game the seeds, the sampled
+    evaluations' mean over seeds with its interval and the verdict against rl-zoo's A2C, and
+    the anchors (tests/unit/benchmarks/test_atari_games.py checks the README holds it)."""
+    lines = ["| game | seeds | sampled: mean [95 % interval] | against rl-zoo A2C | greedy | "
+             "training: last 100 games | rl-zoo A2C / PPO | A3C paper |",
+             "|---|---:|---|---|---:|---:|---:|---:|"]
+    for task, row in games.items():
+        lines.append(f"| {NAMES.get(task, row['env'])} | {row['seeds']} | "
+                     f"{_interval(row.get('sampled'))} | {row.get('against_a2c') or '-'} | "
+                     f"{_fmt(row['median_greedy'])} | {_fmt(row['median_last_100'])} | "
+                     f"{row['a2c']:,.0f} / {row['ppo']:,.0f} | ~{row['a3c_paper']:,.0f} |")
+    return "\n".join(lines) + "\n\n" + README_NOTES + "\n"
+
+
 AGENT = "a3c_graph"
 REFERENCES = {"rl-zoo A2C": "a2c", "rl-zoo PPO": "ppo"}  # one run each, the anchors' figures
 
@@ -316,6 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "stop_reason", "command")} for r in records]},
         indent=2) + "\n")
     write_atomic(out / "atari.md", text)
+    write_atomic(out / "readme-table.md", readme_table(games))
     plot(out, records)
     if matrices is not None:
         plot_profiles(out, matrices)

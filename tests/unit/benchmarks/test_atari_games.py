@@ -139,3 +139,30 @@ def test_games_evaluated_on_unequal_seeds_are_not_aggregated(tmp_path):
     assert "Not computed: the aggregates need every game evaluated" in (
         out / "atari.md").read_text()
     assert not (out / "atari-profile.png").exists()
+
+
+def test_the_readme_s_atari_table_is_the_one_rendered_from_the_committed_records():
+    from benchmarks.harness.report import median
+    from benchmarks.suites.atari_games import readme_table
+    from benchmarks.suites.learning_report import evaluated
+
+    out = REPO / "docs" / "learning" / "atari"
+    committed = json.loads((out / "atari.json").read_text())
+    # The README holds the table as benchmarks.atari_games rendered it from atari.json ...
+    assert readme_table(committed["games"]) in (REPO / "README.md").read_text()
+    # ... and atari.json's figures are those of the records it names, as committed.
+    runs = {}
+    for entry in committed["records"]:
+        records = json.loads((out / entry["results"] / "results.json").read_text())["records"]
+        record = next(r for r in records if (r["task"], r["seed"]) == (entry["task"],
+                                                                       entry["seed"]))
+        runs.setdefault(record["task"], []).append(record)
+    assert set(runs) == set(committed["games"])
+    for task, game in committed["games"].items():
+        records = runs[task]
+        assert game["seeds"] == len(records)
+        assert game["median_last_100"] == median([r["final_mean_return_100"] for r in records])
+        assert game["median_greedy"] == median([evaluated(r, "greedy") for r in records])
+        means = [evaluated(r, "sampled") for r in records]
+        assert game["sampled"]["mean"] == pytest.approx(sum(means) / len(means))
+        assert game["sampled"]["low"] <= game["sampled"]["mean"] <= game["sampled"]["high"]
