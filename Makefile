@@ -23,10 +23,12 @@ train: $(STAMP)
 ## in a random order: replay one with PYTEST_ARGS=--random-order-seed=N (the seed it printed).
 ## Two processes share the files (pytest-xdist): most tests wait on subprocesses, and a
 ## file's tests stay together, so a module's fixture (a Slurm cluster, a trained run) is made
-## once. PARALLEL= runs them in this one process.
+## once. PARALLEL= runs them in this one process. Tests marked alone load every core on their
+## own (16 workers): they run after the others, by themselves.
 PARALLEL ?= -n 2 --dist loadfile
 test: $(STAMP) lint
-	$(VENV)/bin/pytest -m "not slow" $(PARALLEL) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "not slow and not alone" $(PARALLEL) $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m "alone and not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: none chosen
 
 test-all: $(STAMP) lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)

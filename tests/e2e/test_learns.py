@@ -49,32 +49,39 @@ def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_pa
     assert probabilities[PAYING_ARM] > 0.95, probabilities
 
 
-# Many workers: 16 on CartPole (1 env each, the cartpole preset spread over 16) with Adam's
-# full-size steps (epsilon 1e-5) at 1e-2. Their updates land about 27 global updates after the
-# weights that acted them. With the rate scaled by the tolerated lag / lag it solved at 102k
-# env steps; at the full rate one run of two collapsed into pushing the cart one way (entropy
-# 6.5e-12, mean return(100) 9.3) and the other solved, so this test does not yet tell the two
-# apart reliably; at 3e-2 (with --lag-tolerance 4/3) the rule itself collapsed once on an idle
-# machine, in the start-up while few workers were up and their updates, barely stale, applied
-# at the full 3e-2 (docs/learning/many-workers/runs.md, "The collapse test"). The budget, in
-# env steps, is what fails the run.
-MANY_WORKERS_FLAGS = ["--workers", "16", "--adam-epsilon", "1e-5", "--learning-rate", "1e-2",
-                      "--max-steps", "700000", "--max-seconds", "900"]
+# Many workers: MinAtar Breakout with 16 workers (the minatar preset, spread to 1 env of 20
+# steps each: Adam's full-size steps) at twice the preset's rate, 2e-3. Each update lands
+# about 28 global updates (10-90 %: 18-46) after the weights that acted it on an idle machine,
+# 60 beside another run. With every update at the full rate, every worker pushing the same
+# stale direction, the policy collapsed toward one action and stayed there; with the rate
+# scaled by the tolerated lag / lag it wavered in the start-up and came back to nearly
+# uniform (docs/learning/many-workers/runs.md, "The collapse test").
+MANY_WORKERS_FLAGS = ["--env", "MinAtar/Breakout-v1", "--workers", "16",
+                      "--learning-rate", "2e-3", "--max-steps", "60000", "--max-seconds", "600"]
 
 
-# slow: 17 TF processes on 2 cores beside the rest of the suite made two timing-bound tests
-# elsewhere fail under pytest-xdist (docs/testing.md); make test-all runs it.
-@pytest.mark.slow
+# alone: 17 TF processes on 2 cores beside the rest of the suite made two timing-bound tests
+# elsewhere fail under pytest-xdist (docs/testing.md); make test runs it after the others.
+@pytest.mark.alone
 @pytest.mark.e2e
-@pytest.mark.timeout(2400)
-def test_sixteen_workers_solve_cartpole_where_stale_full_size_steps_collapse(tmp_path):
-    summary, _, logdir = train_to_end(tmp_path, *MANY_WORKERS_FLAGS, timeout=2100)
-    assert summary["solved"], summary
-    # The run was as stale as the collapse needs: most updates 16 or more updates late.
-    lags = [row["lag_apply"] for path in (logdir / "progress").glob("worker_*.jsonl")
-            for row in map(json.loads, path.read_text().splitlines())
-            if row.get("lag_apply") is not None]
+@pytest.mark.timeout(900)
+def test_sixteen_workers_keep_a_stochastic_policy_where_stale_full_size_steps_collapse(tmp_path):
+    pytest.importorskip("minatar", reason="minatar is not installed: "
+                                          "pip install --no-deps minatar==1.0.15")
+    summary, _, logdir = train_to_end(tmp_path, *MANY_WORKERS_FLAGS, timeout=800)
+    assert summary["stop_reason"] == "max_steps", summary
+    rows = [row for path in sorted((logdir / "progress").glob("worker_*.jsonl"))
+            for row in map(json.loads, path.read_text().splitlines())]
+    # The run was as stale as 16 workers make it: most updates 16 or more global updates late.
+    lags = [row["lag_apply"] for row in rows if row.get("lag_apply") is not None]
     assert lags and float(np.median(lags)) >= 16, lags
+    # Past the start-up the policy kept exploring: the median of the entropies the workers
+    # wrote in the run's second half (each a mean over the updates since that worker's last
+    # write) at least 0.8 nats of ln 3 = 1.10. At 2e-3: 1.08-1.09 with the rule (three
+    # runs), 0.03-0.55 at the full rate (three runs).
+    late = [row["entropy"] for row in rows if row.get("entropy") is not None
+            and row["global_step"] >= summary["global_step"] // 2]
+    assert late and float(np.median(late)) >= 0.8, sorted(late)
 
 
 @pytest.mark.e2e
