@@ -159,6 +159,12 @@ class FinishedRun(NamedTuple):
     logdir: Path
 
 
+def needs_minatar() -> None:
+    """Skip the calling test unless MinAtar is installed (make installs it)."""
+    pytest.importorskip("minatar", reason="minatar is not installed: "
+                                          "pip install --no-deps minatar==1.0.15")
+
+
 def train_to_end(tmp_path: Path, *flags: str, timeout: float = 300, **env: str) -> FinishedRun:
     """scripts/launch_cluster.sh FLAGS run to its end in tmp_path (log dir tmp_path/run, through
     run_launcher: nothing left running on any path). It must succeed, and its last line must be

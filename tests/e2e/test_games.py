@@ -11,7 +11,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, assert_one_update_per_rollout, evaluate_run, train_to_end
+from conftest import (
+    REPO,
+    assert_one_update_per_rollout,
+    evaluate_run,
+    needs_minatar,
+    train_to_end,
+)
 
 PONG = "ALE/Pong-v5"
 ATARI_BREAKOUT = "ALE/Breakout-v5"
@@ -21,11 +27,6 @@ MINATAR_BREAKOUT = "MinAtar/Breakout-v1"
 def needs_atari() -> None:
     pytest.importorskip("ale_py", reason="the atari extra is not installed: "
                                           "pip install -e '.[atari]'")
-
-
-def needs_minatar() -> None:
-    pytest.importorskip("minatar", reason="minatar is not installed: "
-                                          "pip install --no-deps minatar==1.0.15")
 
 
 @pytest.mark.e2e

@@ -10,8 +10,15 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import REPO, assert_one_update_per_rollout, evaluate_run, train_to_end
+from conftest import (
+    REPO,
+    assert_one_update_per_rollout,
+    evaluate_run,
+    needs_minatar,
+    train_to_end,
+)
 
+from a3c_graph.progress import read_history
 from tests.support import ground_truth
 from tests.support.bandit_env import PAYING_ARM
 
@@ -66,12 +73,10 @@ MANY_WORKERS_FLAGS = ["--env", "MinAtar/Breakout-v1", "--workers", "16",
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_sixteen_workers_keep_a_stochastic_policy_where_stale_full_size_steps_collapse(tmp_path):
-    pytest.importorskip("minatar", reason="minatar is not installed: "
-                                          "pip install --no-deps minatar==1.0.15")
+    needs_minatar()
     summary, _, logdir = train_to_end(tmp_path, *MANY_WORKERS_FLAGS, timeout=800)
     assert summary["stop_reason"] == "max_steps", summary
-    rows = [row for path in sorted((logdir / "progress").glob("worker_*.jsonl"))
-            for row in map(json.loads, path.read_text().splitlines())]
+    rows = read_history(logdir)  # every progress write of every worker
     # The run was as stale as 16 workers make it: most updates 16 or more global updates late.
     lags = [row["lag_apply"] for row in rows if row.get("lag_apply") is not None]
     assert lags and float(np.median(lags)) >= 16, lags
