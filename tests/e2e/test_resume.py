@@ -6,11 +6,14 @@ own clock sums the training time of its pieces; the learning suite goes on where
 from __future__ import annotations
 
 import json
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 from conftest import checkpoint_step
 
+import a3c_graph
 from a3c_graph.progress import read_history, read_launches, run_clock
 from benchmarks.suites import learning, resume
 from tests.support.launch_helpers import run_script
@@ -85,3 +88,29 @@ def test_a_resumed_run_has_trained_the_sum_of_its_pieces(tmp_path):
     # Its wall time, the table's "wall min": each piece from its launch (start-up included)
     # to its last write, the pause between pieces left out.
     assert resume.wall_seconds(tmp_path) == 60.0 + 50.0
+
+
+OLD = Path(__file__).resolve().parents[1] / "support" / "data" / "checkpoints-64e573f"
+
+
+@pytest.mark.e2e
+def test_a_checkpoint_written_before_the_modules_moved_resumes_training(tmp_path, run_cleanup):
+    logdir = tmp_path / "run"
+    shutil.copytree(OLD / "cartpole", logdir)
+    run_cleanup(logdir)
+    resumed = run_script("--logdir", str(logdir), "--env", "CartPole-v1", "--workers", "1",
+                         "--target-return", "inf", "--max-steps", "4000", timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((logdir / "summary.json").read_text())
+    # The old run stopped at global step 12 and 3,072 env steps; the new one went on from it.
+    assert summary["global_step"] > 12 and summary["env_steps"] >= 4000
+    first = [row for row in read_history(logdir) if row["training_started"]][0]
+    assert first["env_steps"] >= 3072
+
+
+def test_a_gaussian_policy_saved_before_the_modules_moved_plays(tmp_path):
+    logdir = tmp_path / "run"
+    shutil.copytree(OLD / "pendulum", logdir)
+    played = a3c_graph.evaluate(logdir, episodes=1)
+    assert played.models[0].checkpoint.endswith("model.ckpt-600")
+    assert len(played.returns) == 1 and -2000 < played.returns[0] < 0  # Pendulum's range
