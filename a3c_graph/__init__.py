@@ -17,6 +17,7 @@ task can set its TF environment before TF loads.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ _LAZY = {"train": "a3c_graph.api", "evaluate": "a3c_graph.api", "export": "a3c_g
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module 'a3c_graph' has no attribute {name!r}")
-    import importlib
 
     return getattr(importlib.import_module(_LAZY[name]), name)
 

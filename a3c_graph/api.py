@@ -35,12 +35,17 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from a3c_graph.cli import UsageError, as_flags
 from a3c_graph.core.config import A3CConfig, config_to_argv
+from a3c_graph.launcher import commands
+from a3c_graph.launcher.options import LaunchOptions
+from a3c_graph.launcher.plan import plan_start
+from a3c_graph.launcher.supervisor import LAUNCHER_SIGNALS, PROGRESS_LINE_SECS
+from a3c_graph.system.cli import StopSignals, UsageError, as_flags
+from a3c_graph.trained import evaluation, exporting
 
 if TYPE_CHECKING:
-    from a3c_graph.evaluation import Evaluation
-    from a3c_graph.progress import Totals
+    from a3c_graph.rundir.progress import Totals
+    from a3c_graph.trained.evaluation import Evaluation
 
 logger = logging.getLogger("a3c_graph")
 
@@ -71,7 +76,7 @@ def train(config: A3CConfig | None = None, *, workers: int | None = None,
     "slurm"), tasks, port.
 
     on_progress: called about every 5 s and once at the end, in the calling thread, with the
-    run's progress reading (a3c_graph.progress.Totals: global_step, env_steps, episodes,
+    run's progress reading (a3c_graph.rundir.progress.Totals: global_step, env_steps, episodes,
     mean_return_100, ...); the same reading is logged to the "a3c_graph" logger at INFO. If
     it raises, the run is stopped in order and the exception goes on to the caller.
 
@@ -84,9 +89,6 @@ def train(config: A3CConfig | None = None, *, workers: int | None = None,
     that reaches the main thread while it waits here stops the run in order, then goes on to
     the caller's own handler (a KeyboardInterrupt for SIGINT, by default).
     """
-    from a3c_graph.launcher import commands
-    from a3c_graph.launcher.options import LaunchOptions
-    from a3c_graph.launcher.plan import plan_start
 
     options = LaunchOptions(workers=workers, ps=ps, logdir=logdir, cluster=cluster, tasks=tasks,
                             port=port, allow_remote=allow_remote, max_restarts=max_restarts,
@@ -120,13 +122,12 @@ def evaluate(logdir: str | os.PathLike | Sequence[str | os.PathLike], *,
     options, as `python -m a3c_graph.evaluate --help` tells them: checkpoint, env, seed,
     sample, copies, devices, gpu_memory_fraction, record, gif, gif_speed, min_agent_steps.
 
-    Returns an a3c_graph.evaluation.Evaluation: .returns (every episode's return),
+    Returns an a3c_graph.trained.evaluation.Evaluation: .returns (every episode's return),
     .mean_return, .models (each model's ModelReturns) and .summary() (the command's JSON).
     Each episode's line is logged to the "a3c_graph" logger at INFO. Raises ValueError, with
     the command's one line, for bad input: a log dir with no run or no checkpoint, a
     checkpoint of another network, a bad option.
     """
-    from a3c_graph import evaluation
 
     logdirs = [logdir] if isinstance(logdir, (str, os.PathLike)) else list(logdir)
     argv = [flag for path in logdirs for flag in ("--logdir", os.fspath(path))]
@@ -141,10 +142,9 @@ def export(logdir: str | os.PathLike, out: str | os.PathLike, *,
            checkpoint: str | None = None, force: bool = False) -> str:
     """Write the policy of the run in `logdir` (its newest checkpoint, or `checkpoint`) as a
     SavedModel at `out`, loadable by tf.saved_model.load with no a3c_graph import; returns
-    `out`. Its "act" signature and policy.json: a3c_graph/exporting.py. Raises ValueError,
+    `out`. Its "act" signature and policy.json: a3c_graph/trained/exporting.py. Raises ValueError,
     with the command's one line, for a log dir without a run or a checkpoint, or an `out`
     that exists (unless force)."""
-    from a3c_graph import exporting
 
     with usage_as_value_error(), environment_as_found():
         return str(exporting.export_policy(os.fspath(logdir), os.fspath(out), checkpoint,
@@ -181,8 +181,6 @@ def environment_as_found() -> Iterator[None]:
 def stop_signals() -> Iterator[Any]:
     """The launcher's StopSignals, installed only on the main thread (the only one Python
     delivers signals to), with the caller's handlers back afterwards."""
-    from a3c_graph.cli import StopSignals
-    from a3c_graph.launcher.supervisor import LAUNCHER_SIGNALS
 
     signals = StopSignals(LAUNCHER_SIGNALS)
     if threading.current_thread() is not threading.main_thread():
@@ -204,8 +202,6 @@ def _supervise_in_own_thread(plan, signals, on_progress) -> tuple[dict, str | No
     """commands.supervise(plan) in a thread of its own (which alone enters the private
     network), while this one reports the supervisor's progress readings (its on_progress
     hook) to the logger and to `on_progress`; (the summary, the run's error line)."""
-    from a3c_graph.launcher import commands
-    from a3c_graph.launcher.supervisor import PROGRESS_LINE_SECS
 
     result: dict[str, Any] = {}
     readings: queue.SimpleQueue = queue.SimpleQueue()

@@ -16,8 +16,8 @@ import argparse
 import sys
 from collections.abc import Iterable
 
-from a3c_graph.cli import fail
 from a3c_graph.system import netns
+from a3c_graph.system.cli import fail
 from a3c_graph.system.processes import descendants, is_gone, stop_in_order, wait_until
 
 # After SIGTERM, and again after SIGKILL, how long a leftover gets to be gone.

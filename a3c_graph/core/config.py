@@ -28,7 +28,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from a3c_graph.cli import as_flags
+import gymnasium as gym
+
+from a3c_graph.system.cli import as_flags
 
 PRESET_CHOICES = ("auto", "cartpole", "atari", "minatar", "continuous")
 POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
@@ -396,8 +398,6 @@ def resolve_preset(preset: str, env: str) -> str:
 def has_box_actions(env_id: str) -> bool:
     """Whether Gymnasium makes `env_id` with a Box action space. An id it cannot make counts
     as not: the env's own error is told in one line where the run makes it (envs.py)."""
-    import gymnasium as gym  # only for ids of neither ALE nor MinAtar, whose presets are known
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a deprecated version's warning is envs.py's to tell
         try:

@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from a3c_graph.core.action_space import ActionSpace
 from a3c_graph.core.config import A3CConfig, is_atari, is_minatar
@@ -93,13 +94,15 @@ def atari_options(**given) -> dict:
 
 def fire_action(action_set) -> int | None:
     """The index of FIRE in an ALE action set (a list of ale_py.Action), None without it."""
-    import ale_py
-
-    actions = list(action_set)
-    return actions.index(ale_py.Action.FIRE) if ale_py.Action.FIRE in actions else None
+    names = [action.name for action in action_set]
+    return names.index("FIRE") if "FIRE" in names else None
 
 
 def _register_extras(env_id: str) -> None:
+    """Gymnasium told of the optional envs `env_id` needs: ALE's or MinAtar's. Their packages
+    are imported here, when an id first needs them, and nowhere else (minatar's import alone
+    takes seconds; ale-py is the Atari extra): docs/architecture.md, "Where the heavy
+    imports load"."""
     if is_atari(env_id):
         try:
             import ale_py
@@ -157,8 +160,6 @@ def make_env(env_id: str, render_mode: str | None = None, **options) -> gym.Env:
     """
     _spec(env_id)
     if is_atari(env_id):
-        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
         ale = atari_options(**options)
         env = gym.make(env_id, render_mode=render_mode, frameskip=1,
                        repeat_action_probability=ale["repeat_action_probability"],

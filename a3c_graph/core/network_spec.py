@@ -2,7 +2,7 @@
 
 Three places need to know them: model.py creates them, the launcher's resource estimate
 counts them before any task starts (launcher/resources.py), and the checkpoint check tells
-which flag a log dir's network differs in (checkpoints.network_differences). They all read
+which flag a log dir's network differs in (run_config.network_differences). They all read
 this one spec, so a change to a layer is made once: model.py takes every shape from here
 and refuses to create a variable the spec does not list, in the order it lists them.
 

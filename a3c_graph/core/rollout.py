@@ -88,10 +88,11 @@ def rollout_fields(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
 class RolloutRecorder:
     """The T steps of one EnvBatch, written into numpy buffers [T, B, ...] as they happen.
 
-    step(t, actions) steps the envs and writes row t of every field of `fields`;
-    collect() returns copies of the buffers in that order. The graph's rollout loop calls
-    step once per env step and collect once per rollout, each through a numpy_function; the
-    TF2 benchmark variants call them from their Python loop.
+    step_and_record(t, actions) steps the envs and writes the transition into row t of every
+    field of `fields`; collect() returns copies of the buffers in that order. The graph's
+    rollout loop calls step_and_record (through step_and_record_obs, which gives it the
+    observations to act on next) once per env step and collect once per rollout, each
+    through a numpy_function; the TF2 benchmark variants call them from their Python loop.
     """
 
     def __init__(self, env_batch: EnvBatch, T: int):
@@ -103,7 +104,8 @@ class RolloutRecorder:
         self.buffers = {field.name: np.zeros(field.shape, field.dtype.as_numpy_dtype)
                         for field in self.fields}
 
-    def step(self, t, actions) -> Transition:
+    def step_and_record(self, t, actions) -> Transition:
+        """Step the envs by `actions` and write the transition into row t."""
         rows = self.buffers
         rows["obs"][t] = self.envs.observe()
         step = self.envs.step(actions)
@@ -121,13 +123,14 @@ class RolloutRecorder:
         rows["episode_lengths"][t] = step.episode_length
         return step
 
-    def step_obs(self, t, actions) -> np.ndarray:
-        """step(t, actions)'s observations to act on next: the rollout loop's env step."""
-        return self.step(t, actions).next_obs
+    def step_and_record_obs(self, t, actions) -> np.ndarray:
+        """step_and_record, then the observations to act on next: the rollout loop's env
+        step."""
+        return self.step_and_record(t, actions).next_obs
 
-    def step_obs_and_done(self, t, actions) -> tuple[np.ndarray, np.ndarray]:
-        """step_obs and where an episode ended: a recurrent policy's env step."""
-        step = self.step(t, actions)
+    def step_and_record_obs_done(self, t, actions) -> tuple[np.ndarray, np.ndarray]:
+        """step_and_record_obs and where an episode ended: a recurrent policy's env step."""
+        step = self.step_and_record(t, actions)
         return step.next_obs, np.logical_or(step.terminated, step.truncated)
 
     def collect(self) -> list[np.ndarray]:
@@ -160,11 +163,11 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
 
     def body(t, obs, *state):
         if not recurrent:
-            next_obs = tf.numpy_function(recorder.step_obs, [t, policy(obs)], obs_dtype,
+            next_obs = tf.numpy_function(recorder.step_and_record_obs, [t, policy(obs)], obs_dtype,
                                          stateful=True, name="env_step")
             return t + 1, _shaped(next_obs, obs_shape)
         actions, after = policy(obs, state[0])
-        next_obs, done = tf.numpy_function(recorder.step_obs_and_done, [t, actions],
+        next_obs, done = tf.numpy_function(recorder.step_and_record_obs_done, [t, actions],
                                            [obs_dtype, tf.bool], stateful=True,
                                            name="env_step")
         # A new episode starts from the zero state, as in the A3C paper.

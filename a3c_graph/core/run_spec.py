@@ -14,13 +14,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from a3c_graph.core import envs
 from a3c_graph.core.config import A3CConfig
+from a3c_graph.core.envs import EnvInfo
 from a3c_graph.core.network_spec import network_variables
-
-if TYPE_CHECKING:
-    from a3c_graph.core.envs import EnvInfo
 
 
 @dataclass(frozen=True)
@@ -35,8 +33,6 @@ class RunSpec:
 
 def resolve_run(config: A3CConfig) -> RunSpec:
     """The RunSpec of `config`; ValueError (one sentence) for anything a user got wrong."""
-    from a3c_graph.core import envs  # imports gymnasium: only when a run is planned
-
     try:
         info = envs.env_info(config.env, **envs.env_options(config))
     except envs.EnvError:

@@ -1,4 +1,4 @@
-"""Where the tasks are and how they talk: ClusterSpec sources, servers, session configs.
+"""Where the tasks are: ClusterSpec sources, and the checks a task's address must pass.
 
 Nothing here knows about A3C. A cluster is a dict {"ps": [host:port, ...],
 "worker": [host:port, ...]}; it comes from exactly one of
@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from a3c_graph.system import process_env
+
 JOBS = ("ps", "worker")
 # `--cluster slurm` names the Slurm job step, not a file (a file called slurm: ./slurm).
 SLURM = "slurm"
@@ -33,6 +35,12 @@ SLURM_SOURCE = "Slurm step"
 # sets them for every task of a job step.
 SLURM_STEP_VARS = ("SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NODELIST",
                    "SLURM_STEP_TASKS_PER_NODE")
+
+
+def releases_ps(args) -> bool:
+    """Whether a task's workers end the ps (its parsed flags, `args`): under Slurm, where
+    nobody stops it (ps_release.py)."""
+    return args.cluster == SLURM
 
 
 class ClusterError(ValueError):
@@ -191,8 +199,6 @@ def cluster_from_slurm(num_ps: int | None = None, port: int | None = None
     num_ps = 1 if num_ps is None else num_ps
     port = SLURM_DEFAULT_PORT if port is None else port
     total, rank = _checked_slurm_step(num_ps, port)
-    from a3c_graph.system import process_env
-
     tf = process_env.import_tensorflow_quietly()
     try:
         resolver = tf.distribute.cluster_resolver.SlurmClusterResolver(
@@ -371,41 +377,3 @@ def check_port_free(address: str) -> None:
                 raise
         finally:
             probe.close()
-
-
-def session_config(spec: TaskSpec, intra_op_threads: int = 1, inter_op_threads: int = 2,
-                   visible_device_list: str = ""):
-    """The ConfigProto of this task's server and sessions.
-
-    device_filters keep a worker talking to the ps and to itself only, so a dead worker
-    never blocks the others (without them a session waits for every task in the cluster).
-    """
-    import tensorflow as tf
-
-    config = tf.compat.v1.ConfigProto(
-        allow_soft_placement=True,
-        intra_op_parallelism_threads=intra_op_threads,
-        inter_op_parallelism_threads=inter_op_threads,
-    )
-    config.gpu_options.allow_growth = True
-    config.gpu_options.visible_device_list = visible_device_list
-    if spec.job == "worker":
-        config.device_filters.extend(["/job:ps", f"/job:worker/task:{spec.task}"])
-    else:
-        config.device_filters.append("/job:ps")
-    return config
-
-
-def start_server(spec: TaskSpec, config):
-    """A started tf.compat.v1.train.Server for this task."""
-    import tensorflow as tf
-
-    check_port_free(spec.address)
-    cluster = tf.compat.v1.train.ClusterSpec(dict(spec.cluster))
-    try:
-        return tf.compat.v1.train.Server(cluster, job_name=spec.job, task_index=spec.task,
-                                         config=config, start=True)
-    except tf.errors.UnknownError as error:
-        # Lost a race for the port after the check above, or the host cannot be bound.
-        raise ClusterError(f"cannot start the TF server for {spec.job} task {spec.task} "
-                           f"at {spec.address}: {error.message}") from None

@@ -16,11 +16,16 @@ run is over for every worker, and not before:
     that died leaves none (Slurm's KillWait, 30 s by default, is longer).
 
 Nothing here knows about A3C; it is how a ps/worker cluster ends without a supervisor.
+Whether a task's workers end its ps is cluster.releases_ps.
 """
 
 from __future__ import annotations
 
 import time
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
 
 QUEUE_NAME = "workers_done"
 # Ample: a token per worker run, whatever restarts happen.
@@ -32,19 +37,8 @@ STOP_GRACE_SECS = 8.0
 TOKEN_TIMEOUT_SECS = 5.0
 
 
-def releases_ps(args) -> bool:
-    """Whether a task's workers end the ps (its parsed flags, `args`): under Slurm, where
-    nobody stops it."""
-    from a3c_graph.distributed.cluster import SLURM
-
-    return args.cluster == SLURM
-
-
 def done_queue(ps_task: int):
     """The done queue on ps task `ps_task` (in the default graph)."""
-    import tensorflow as tf
-
-    tf1 = tf.compat.v1
     with tf1.device(f"/job:ps/task:{ps_task}"):
         return tf1.FIFOQueue(CAPACITY, [tf.int32], shapes=[[]],
                              shared_name=f"{QUEUE_NAME}_{ps_task}",
@@ -53,15 +47,11 @@ def done_queue(ps_task: int):
 
 def token_ops(num_ps: int, worker_task: int) -> list:
     """A worker's enqueue of its index on every ps task, built before the graph is final."""
-    import tensorflow as tf
-
     return [done_queue(i).enqueue(tf.constant(worker_task, tf.int32)) for i in range(num_ps)]
 
 
 def leave_token(target: str, graph, config, ops: list) -> str | None:
     """Run the worker's `ops` in a session of its own; the error, one line, or None."""
-    import tensorflow as tf
-
     options = tf.compat.v1.RunOptions(timeout_in_ms=int(TOKEN_TIMEOUT_SECS * 1000))
     try:
         with tf.compat.v1.Session(target, graph=graph, config=config) as session:
@@ -75,8 +65,6 @@ def serve_until_released(target: str, ps_task: int, num_workers: int, config,
                          stopped) -> str:
     """Poll ps task `ps_task`'s done queue until every worker has left a token, or, once
     `stopped()` is true, for STOP_GRACE_SECS more; why it returned."""
-    import tensorflow as tf
-
     graph = tf.Graph()
     with graph.as_default():
         size = done_queue(ps_task).size()

@@ -10,20 +10,17 @@ from __future__ import annotations
 import os
 import time
 
-from a3c_graph.cli import WORKER_PROG as PROG
+from a3c_graph.distributed import ps_release, server
+from a3c_graph.system.cli import WORKER_PROG as PROG
+from a3c_graph.system.devices import describe_task
 
 
 def run_ps(spec, config, device, stop, released_by_workers: bool = False) -> int:
     """Serve until a stop signal (`stop`: the task's TaskStopSignals); or,
     released_by_workers (under Slurm, where no supervisor stops the ps after the workers),
     until every worker is done (ps_release.py)."""
-    from a3c_graph.distributed import ps_release
-    from a3c_graph.distributed.cluster import session_config, start_server
-    from a3c_graph.system.devices import apply_to_config, describe_task
-
-    server_config = apply_to_config(
-        session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
-    server = start_server(spec, server_config)
+    server_config = server.task_config(spec, config, device)
+    task_server = server.start_server(spec, server_config)
     print(f"{PROG}: {describe_task(device)}", flush=True)
     print(f"{PROG}: ps task {spec.task} serving at {spec.address}", flush=True)
     stop.in_loop = True
@@ -32,7 +29,7 @@ def run_ps(spec, config, device, stop, released_by_workers: bool = False) -> int
         own.CopyFrom(server_config)
         del own.device_filters[:]
         own.device_filters.append(f"/job:ps/task:{spec.task}")  # its own queue only
-        why = ps_release.serve_until_released(server.target, spec.task, spec.num_workers, own,
+        why = ps_release.serve_until_released(task_server.target, spec.task, spec.num_workers, own,
                                               lambda: stop.received is not None)
     else:
         why = "stop signal"

@@ -24,9 +24,6 @@ session (retry_duplicates). What it cannot run again (an actor thread's step, re
 worker's own task and reported through the coordinator; refusals that repeat) breaks the
 session, and FirstSessionOnly makes a new one in place; only a second within a minute is a
 LostPs.
-
-TensorFlow is imported inside the functions: the worker imports this module before it has
-checked its flags.
 """
 
 from __future__ import annotations
@@ -41,7 +38,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from a3c_graph.cli import WORKER_PROG as PROG
+import tensorflow as tf
+
+from a3c_graph.distributed.cluster import split_host_port
+from a3c_graph.system.cli import WORKER_PROG as PROG
 
 T = TypeVar("T")
 
@@ -74,7 +74,6 @@ class WorkerSessionCreator:
         self.max_wait_secs = max_wait_secs
 
     def create_session(self):
-        import tensorflow as tf
 
         self.scaffold.finalize()
         manager = tf.compat.v1.train.SessionManager(
@@ -104,7 +103,6 @@ class ChiefSessionCreator:
     def __init__(self, scaffold, master, config, checkpoint: str | None):
         """checkpoint: the prefix to restore from (checkpoints.restorable_checkpoint), or None
         for a new run."""
-        import tensorflow as tf
 
         self.scaffold, self.master, self.config = scaffold, master, config
         self.restoring = tf.compat.v1.train.ChiefSessionCreator(
@@ -113,7 +111,6 @@ class ChiefSessionCreator:
         self.checkpoint = checkpoint
 
     def create_session(self):
-        import tensorflow as tf
 
         self.scaffold.finalize()
         session = tf.compat.v1.Session(self.master, graph=tf.compat.v1.get_default_graph(),
@@ -214,7 +211,6 @@ def wait_for_ps(spec, timeout: float) -> None:
     A TF session to a missing ps blocks in C++ without a word (and without a way out), so
     we wait here, in Python, where signals work and the user is told what we wait for.
     """
-    from a3c_graph.distributed.cluster import split_host_port
 
     began = time.monotonic()
     next_message = began
@@ -253,7 +249,6 @@ def lost_ps_errors() -> tuple[type[BaseException], ...]:
     """What a broken session to the ps raises: LostPs, and TF's errors for a ps that went
     away (Unavailable, Aborted) or a step stuck on an unreachable one (DeadlineExceeded, by
     the step's timeout)."""
-    import tensorflow as tf
 
     return (LostPs, tf.errors.UnavailableError, tf.errors.AbortedError,
             tf.errors.DeadlineExceededError)

@@ -15,10 +15,12 @@ import os
 import time
 from collections import deque
 
-from a3c_graph.cli import WORKER_PROG as PROG
-from a3c_graph.core.stats import RECENT_EPISODES, training_stop_reason
+import tensorflow as tf
+
+from a3c_graph.core.stop_rule import RECENT_EPISODES, training_stop_reason
 from a3c_graph.distributed.sessions import WAIT_MESSAGE_SECS, describe_duplicate, run_step
-from a3c_graph.progress import LEARNER_DIAGNOSTICS, ProgressFile
+from a3c_graph.rundir.progress import LEARNER_DIAGNOSTICS, ProgressFile
+from a3c_graph.system.cli import WORKER_PROG as PROG
 
 # Updates in a row whose loss or gradients are NaN/inf before a worker stops.
 NONFINITE_PATIENCE = 20
@@ -28,10 +30,9 @@ LAG_SCALARS = ("lag_apply",)
 
 
 class ProgressReporter:
-    """This worker's progress file (a3c_graph.progress) and its TensorBoard summaries."""
+    """This worker's progress file (a3c_graph.rundir.progress) and its TensorBoard summaries."""
 
     def __init__(self, logdir: str, task: int, target_return: float, config):
-        import tensorflow as tf
 
         self.config = config
         self.file = ProgressFile(logdir, task, target_return, config.progress_secs)
@@ -74,7 +75,6 @@ class ProgressReporter:
                             extra or {})
 
     def _summaries(self, global_step: int, mean_100: float, extra: dict) -> None:
-        import tensorflow as tf
 
         values = {"perf/env_steps_per_sec": self.file.steps_per_sec, **extra}
         if self.returns:
@@ -104,7 +104,6 @@ def learner_loop(creator, hooks, worker_graph, config, spec, progress: ProgressR
     MonitoredSession afterwards runs the hooks' end (the chief's final checkpoint), stops
     the actor threads and closes the queue.
     """
-    import tensorflow as tf
 
     reason = error = None
     # A step that takes this long is stuck on an unreachable ps (a network cut can leave a

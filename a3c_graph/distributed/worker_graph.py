@@ -14,7 +14,9 @@ build_worker_graph reads as the algorithm does:
      rollout's episodes counted, and the updated globals and the counters brought back into
      the local copy, in one message each way per ps task;
   6. build_sync: the local init op, which syncs the local copy from the globals before any
-     actor starts, and the Saver of the chief's checkpoints.
+     actor starts;
+  7. the Saver of the chief's checkpoints, built last so it covers every variable
+     (a3c_graph/rundir/checkpoints.py).
 With --learn false (the acting ceiling of `benchmarks.run --ceiling`), steps 4 and 5 are
 replaced by count_on_ps: the rollout is counted and dropped, nothing else is built.
 
@@ -64,6 +66,7 @@ from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended
 from a3c_graph.core.stats import Counters, EpisodeStats
 from a3c_graph.distributed import transfer
 from a3c_graph.distributed.cluster import TaskSpec
+from a3c_graph.rundir import checkpoints
 
 tf1 = tf.compat.v1
 
@@ -169,9 +172,11 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         learner = build_learner(rollout, config, info, local.version)
     counters = exchange_with_ps(globals_, local, learner, spec.task, worker_device, config)
     with tf1.device(worker_device):
+        counters = note_for_next_update(learner, counters)
         fetches = train_fetches(learner, counters, queue)
-        saver, local_init_op = build_sync(globals_, local, learner.env_steps_seen)
+        local_init_op = build_sync(globals_, local, learner.env_steps_seen)
         state = optimizer_state(globals_, config)
+        saver = checkpoints.build_saver()
     return WorkerGraph(fetches, globals_.network, saver, local_init_op, state)
 
 
@@ -387,16 +392,20 @@ def _refresh_local_copy(local: LocalCopy, globals_: Globals, groups: dict[str, l
             return Counters(*(tf.identity(value) for value in counters))
 
 
-def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> TrainFetches:
-    """What a training step returns, once the counters it brought back are noted for the
-    next update's learning rate (the anneal's env steps, and the other workers' updates
-    since the last refresh for its lag)."""
+def note_for_next_update(learner: Learner, counters: Counters) -> Counters:
+    """`counters`, once what the next update's learning rate needs of them is noted on this
+    worker: the cluster's env steps (the anneal) and the other workers' updates since the
+    local copy was refreshed (the next rollout's lag)."""
     noted = [learner.env_steps_seen.assign(counters.env_steps)]
     if learner.others_since_refresh is not None:
         noted.append(learner.others_since_refresh.assign(
             counters.global_step - 1 - learner.copy_version))
     with tf.control_dependencies(noted):
-        counters = Counters(*(tf.identity(value) for value in counters))
+        return Counters(*(tf.identity(value) for value in counters))
+
+
+def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> TrainFetches:
+    """What a training step returns to the learner's loop."""
     update = learner.update
     # The globals this update was applied to were one update older than the global step
     # read back after it (concurrent updates of other workers in between make it an upper
@@ -459,14 +468,10 @@ def optimizer_state(globals_: Globals, config: A3CConfig) -> dict:
             for key, parts in sums.items() if parts}
 
 
-def build_sync(globals_: Globals, local: LocalCopy, env_steps_seen):
-    """(saver, local init op). The Saver is built last so it covers the optimizers' slots;
-    not sharded: the chief fetches every variable and writes one checkpoint, so no ps needs
-    the chief's filesystem. The local init op initializes the local variables, then syncs
-    the local copy from the globals (one packed message from each ps task) with its version
-    and observation scale, and reads the cluster's env steps for the learning rate's
-    anneal."""
-    saver = tf1.train.Saver(max_to_keep=3, sharded=False, save_relative_paths=True)
+def build_sync(globals_: Globals, local: LocalCopy, env_steps_seen) -> tf.Operation:
+    """The local init op: it initializes the local variables, then syncs the local copy
+    from the globals (one packed message from each ps task) with its version and
+    observation scale, and reads the cluster's env steps for the learning rate's anneal."""
     with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
         ops = [sync_local_from_global(local.network, globals_.network),
                local.version.assign(globals_.global_step.read_value())]
@@ -476,8 +481,7 @@ def build_sync(globals_: Globals, local: LocalCopy, env_steps_seen):
             ops.append(local.scale.assign(scale))
         if env_steps_seen is not None:
             ops.append(env_steps_seen.assign(globals_.stats.env_steps.read_value()))
-        local_init_op = tf.group(*ops, name="local_init")
-    return saver, local_init_op
+        return tf.group(*ops, name="local_init")
 
 
 def sync_local_from_global(local_network, global_network):
@@ -511,5 +515,6 @@ def count_on_ps(globals_: Globals, local: LocalCopy, rollout: dict, queue: Rollo
             value_loss=zero, entropy=zero, grad_norm=zero, learning_rate=zero,
             update_skipped=tf.constant(False), queue_size=queue.size, lag_apply=no_lag,
             rollout_steps=tf.constant(steps), finished_returns=returns, finished_lengths=lengths)
-        saver, local_init_op = build_sync(globals_, local, None)
+        local_init_op = build_sync(globals_, local, None)
+        saver = checkpoints.build_saver()
     return WorkerGraph(fetches, globals_.network, saver, local_init_op, {})

@@ -2,44 +2,38 @@
 session to the ps, and then the learner's loop (training.py).
 
 Worker 0 is the chief: it initializes the globals or restores them from the latest
-checkpoint in --logdir (checkpoints.py checks it first), writes config.json for
-evaluate/export, and writes checkpoints every --checkpoint-secs through TF's
-CheckpointSaverHook. A lost ps is not handled here: the session's error reaches task_runner,
-which exits 75 for the launcher to restart the task (sessions.py says why).
-
-TensorFlow is imported inside the functions: task_runner.py imports this module before it
-has checked its flags.
+checkpoint in --logdir, and writes checkpoints (a3c_graph/rundir/checkpoints.py says what,
+when and what it refuses). A lost ps is not handled here: the session's error reaches
+a3c_graph/worker.py, which exits 75 for the launcher to restart the task (sessions.py says
+why).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
+import tensorflow as tf
 
-from a3c_graph.cli import WORKER_PROG as PROG
-from a3c_graph.cli import UsageError
-from a3c_graph.core.stats import Counters
-from a3c_graph.distributed.ps_release import releases_ps
+from a3c_graph.core.envs import EnvBatch, env_options
+from a3c_graph.core.stop_rule import Counters
+from a3c_graph.distributed import ps_release, server
+from a3c_graph.distributed.cluster import releases_ps
 from a3c_graph.distributed.sessions import GaveUp, session_creator
 from a3c_graph.distributed.training import ProgressReporter, learner_loop
-from a3c_graph.progress import write_json_atomic
+from a3c_graph.distributed.worker_graph import build_worker_graph
+from a3c_graph.rundir import checkpoints
+from a3c_graph.rundir.run_config import CheckpointError
+from a3c_graph.system.cli import WORKER_PROG as PROG
+from a3c_graph.system.cli import UsageError
+from a3c_graph.system.devices import describe_task
 
 
 def run_worker(spec, run, args, stop, device) -> int:
     """Start worker `spec.task` of `run` (core/run_spec.py), train until a stop rule or a
     signal, and leave: 0, or GaveUp when its updates stayed NaN/inf."""
-    import tensorflow as tf
-
-    from a3c_graph.distributed import ps_release
-    from a3c_graph.distributed.cluster import session_config, start_server
-    from a3c_graph.system.devices import apply_to_config, describe_task
-
     config = run.config
     progress = ProgressReporter(args.logdir, spec.task, run.target_return, config)
     progress.write("starting")
-    sess_config = apply_to_config(
-        session_config(spec, config.intra_op_threads, config.inter_op_threads), device)
-    server = start_server(spec, sess_config)
+    sess_config = server.task_config(spec, config, device)
+    task_server = server.start_server(spec, sess_config)
     print(f"{PROG}: {describe_task(device)}", flush=True)
 
     graph = tf.Graph()
@@ -52,7 +46,7 @@ def run_worker(spec, run, args, stop, device) -> int:
         scaffold = tf.compat.v1.train.Scaffold(saver=worker_graph.saver,
                                                local_init_op=worker_graph.local_init_op)
         checkpoint, hooks = _chief_checkpoints(spec, config, args.logdir, scaffold)
-        creator = session_creator(spec, scaffold, server.target, sess_config,
+        creator = session_creator(spec, scaffold, task_server.target, sess_config,
                                   config.connect_timeout, checkpoint)
         print(f"{PROG}: worker {spec.task} connecting to the ps at {','.join(spec.cluster['ps'])} "
               "(if this hangs, the ps is not reachable)", flush=True)
@@ -60,7 +54,7 @@ def run_worker(spec, run, args, stop, device) -> int:
                                      run.target_return)
         if tokens:  # after the session closed: the chief's last checkpoint is written
             stop.in_loop = True  # a second SIGTERM (Slurm may send two) must not cut this
-            problem = ps_release.leave_token(server.target, graph, sess_config, tokens)
+            problem = ps_release.leave_token(task_server.target, graph, sess_config, tokens)
             if problem:
                 print(f"{PROG}: warning: worker {spec.task} could not tell the ps it is done: "
                       f"{problem}", flush=True)
@@ -75,11 +69,6 @@ def run_worker(spec, run, args, stop, device) -> int:
 
 def _build_graph(spec, config, info, device):
     """(WorkerGraph, the actors' EnvBatches) of this worker, seeded by task and actor."""
-    import tensorflow as tf
-
-    from a3c_graph.core.envs import EnvBatch, env_options
-    from a3c_graph.distributed.worker_graph import build_worker_graph
-
     tf.compat.v1.set_random_seed(config.seed + 1000 * spec.task)
     env_batches = [EnvBatch(config.env, config.envs_per_worker,
                             seed=config.seed + 1000 * spec.task + 100 * actor,
@@ -90,27 +79,17 @@ def _build_graph(spec, config, info, device):
 
 
 def _chief_checkpoints(spec, config, logdir: str, scaffold):
-    """(the checkpoint to restore or None, the session's hooks). The chief's: the log dir's
-    latest checkpoint if it fits this graph (UsageError if not), config.json written once it
-    does, and the hook that saves every --checkpoint-secs and at the end. Other workers
-    restore nothing and save nothing."""
+    """(the checkpoint to restore or None, the session's hooks): the chief's
+    (checkpoints.chief_checkpointing; a refused checkpoint is a UsageError, one line).
+    Other workers restore nothing and save nothing."""
     if not spec.is_chief:
         return None, []
-    import tensorflow as tf
-
-    from a3c_graph.checkpoints import CheckpointError, restorable_checkpoint
-
     try:
-        checkpoint = restorable_checkpoint(
-            logdir, scaffold.saver,
+        return checkpoints.chief_checkpointing(
+            logdir, config, scaffold.saver, scaffold,
             warn=lambda message: print(f"{PROG}: warning: {message}", flush=True))
     except CheckpointError as error:
         raise UsageError(str(error)) from None
-    # What evaluate and export need to rebuild the network of this run's checkpoints.
-    write_json_atomic(os.path.join(logdir, "config.json"), dataclasses.asdict(config))
-    hooks = [tf.compat.v1.train.CheckpointSaverHook(
-        logdir, save_secs=config.checkpoint_secs, scaffold=scaffold)]
-    return checkpoint, hooks
 
 
 def _print_done(task: int, reason: str | None, fetched) -> None:

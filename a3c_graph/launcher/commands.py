@@ -44,17 +44,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c_graph import storage
-from a3c_graph.cli import (
-    EXIT_CRASH,
-    EXIT_STORAGE,
-    EXIT_USAGE,
-    SIGNAL_EXIT,
-    OneLineParser,
-    StopSignals,
-    UsageError,
-    fail,
-)
 from a3c_graph.core.config import add_config_arguments, config_to_argv
 from a3c_graph.core.run_spec import describe_target
 from a3c_graph.distributed import cluster as cluster_lib
@@ -76,9 +65,20 @@ from a3c_graph.launcher.supervisor import (
     Supervisor,
     print_progress,
 )
-from a3c_graph.progress import write_atomic
+from a3c_graph.rundir import storage
+from a3c_graph.rundir.progress import write_atomic
 from a3c_graph.system import devices as devices_lib
-from a3c_graph.system import processes
+from a3c_graph.system import netns, processes
+from a3c_graph.system.cli import (
+    EXIT_CRASH,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+    SIGNAL_EXIT,
+    OneLineParser,
+    StopSignals,
+    UsageError,
+    fail,
+)
 
 WRAPPER_SCRIPT = PACKAGE_ROOT / "scripts" / "launch_cluster.sh"
 BACKGROUND_START_TIMEOUT_SECS = 30.0
@@ -168,7 +168,6 @@ def enter_private_network(plan: LaunchPlan | None, say) -> None:
     The Python API (`plan` None) calls it from the thread that will start the tasks, which
     the kernel alone moves (root only); it cannot execute the caller's program again.
     """
-    from a3c_graph.system import netns
 
     if netns.is_isolated() and plan is None:
         return

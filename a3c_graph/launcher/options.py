@@ -11,7 +11,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
-from a3c_graph.cli import as_flags
+from a3c_graph.system.cli import as_flags
 
 # The options that take no value: given when True.
 SWITCHES = ("allow_remote",)

@@ -31,16 +31,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a3c_graph import checkpoints
-from a3c_graph.cli import UsageError
+import portpicker
+import psutil
+
 from a3c_graph.core.config import A3CConfig, config_from_args, config_to_argv, for_workers
 from a3c_graph.core.run_spec import RunSpec, resolve_run
 from a3c_graph.distributed import cluster as cluster_lib
 from a3c_graph.launcher import resources
 from a3c_graph.launcher.device_plan import DevicePlan, plan_devices
 from a3c_graph.launcher.options import LaunchOptions
+from a3c_graph.rundir import run_config
 from a3c_graph.system import devices as devices_lib
 from a3c_graph.system import processes
+from a3c_graph.system.cli import UsageError
 
 PROG = "launch_cluster"
 LOCAL_SOURCE = "local cluster"
@@ -244,7 +247,6 @@ def resolve_cluster(args: LaunchOptions, environ: Mapping[str, str]
 
 def local_cluster(num_ps: int, num_workers: int) -> tuple[dict, list, str, None]:
     """A cluster on 127.0.0.1 with free ports (loopback: no other machine can connect)."""
-    import portpicker
 
     ports: list[int] = []
     while len(ports) < num_ps + num_workers:
@@ -304,7 +306,6 @@ def is_local_host(host: str) -> bool:
     """True for loopback and for any name or address of this machine's interfaces."""
     if cluster_lib.is_loopback(host):
         return True
-    import psutil
 
     mine = {addr.address.split("%")[0] for nic in psutil.net_if_addrs().values() for addr in nic
             if addr.family in (socket.AF_INET, socket.AF_INET6)}
@@ -319,7 +320,7 @@ def is_local_host(host: str) -> bool:
 
 def task_argv(job: str, index: int, cluster: Mapping[str, list], logdir: Path,
               config: A3CConfig, allow_remote: bool, hosts_in_flags: bool) -> list[str]:
-    """The worker command line for one task (its contract: a3c_graph/distributed/task_runner.py)."""
+    """The worker command line for one task (its contract: a3c_graph/worker.py)."""
     argv = [sys.executable, "-m", processes.WORKER_MODULE, "--job", job, "--task", str(index)]
     if hosts_in_flags:  # else TF_CONFIG in the task's environment names the cluster
         argv += ["--ps-hosts", ",".join(cluster["ps"]),
@@ -365,8 +366,8 @@ def check_logdir_checkpoints(logdir: Path, run: RunSpec) -> None:
     """UsageError if `logdir` holds checkpoints of a network this run would not build
     (the chief would fail to restore them, or a different run's files would be mixed in)."""
     try:
-        checkpoints.check_logdir_config(str(logdir), run.config, run.info.obs_shape)
-    except checkpoints.CheckpointError as error:
+        run_config.check_logdir_config(str(logdir), run.config, run.info.obs_shape)
+    except run_config.CheckpointError as error:
         raise UsageError(str(error)) from None
 
 
@@ -379,7 +380,6 @@ def check_resources(run: RunSpec, cluster: Mapping[str, list],
     ours to take, and with no swap the kernel makes room by killing a process, maybe
     another user's job.
     """
-    import psutil
 
     jobs = [job for job, _ in local_keys]
     need = resources.estimate(run.config, run.info, jobs.count("ps"), jobs.count("worker"),

@@ -12,17 +12,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from a3c_graph import storage
-from a3c_graph.cli import EXIT_CRASH, EXIT_STORAGE, EXIT_USAGE, WORKER_PROG
 from a3c_graph.launcher.plan import PROG, LaunchPlan
 from a3c_graph.launcher.restarts import RestartDecision, RunVerdict, TaskExit
 from a3c_graph.launcher.running import RunningTask
-from a3c_graph.progress import Totals, json_number, summary_fields
+from a3c_graph.rundir import storage
+from a3c_graph.rundir.progress import Totals, json_number, summary_fields
+from a3c_graph.system.cli import EXIT_CRASH, EXIT_STORAGE, EXIT_USAGE, WORKER_PROG
 
 # A training worker whose progress file is older than this (or 10 x --progress-secs) is
 # reported as stalled.
 STALL_SECS = 30.0
-# The worker's own error line (a3c_graph/distributed/task_runner.py), relayed without its prefix.
+# The worker's own error line (a3c_graph/worker.py), relayed without its prefix.
 WORKER_ERROR_PREFIX = f"{WORKER_PROG}: error:"
 
 

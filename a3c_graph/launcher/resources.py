@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import psutil
 
 from a3c_graph.core.config import A3CConfig, is_atari, is_minatar
 from a3c_graph.core.network_spec import activation_count, network_kind, parameter_count
@@ -176,9 +178,7 @@ def threads_available() -> int | None:
     """How many more threads this machine lets us start now, or None if it cannot tell: the
     least of what the kernel (threads-max, and pid_max: a thread takes a pid), this cgroup
     (pids.max) and, but for root, RLIMIT_NPROC leave."""
-    import resource
 
-    import psutil
 
     left = []
     running = _threads_running()

@@ -1,11 +1,11 @@
 """The supervisor's decisions, as pure functions: whether and when a task that exited starts
 again, and whether a run that ended failed.
 
-A task's exit status is the worker's contract (a3c_graph/cli.py, task_runner.py): bad input,
-giving up and a log dir that cannot be written are not cured by a restart, so the run ends;
-a worker that lost the ps starts again at once; anything else is a crash, restarted after a
-back-off that doubles with each crash in a row. Nothing here starts, signals or prints:
-supervisor.py acts on these answers and report.py words them.
+A task's exit status is the worker's contract (a3c_graph/system/cli.py, a3c_graph/worker.py):
+bad input, giving up and a log dir that cannot be written are not cured by a restart, so the
+run ends; a worker that lost the ps starts again at once; anything else is a crash,
+restarted after a back-off that doubles with each crash in a row. Nothing here starts,
+signals or prints: supervisor.py acts on these answers and report.py words them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from a3c_graph.cli import EXIT_GAVE_UP, EXIT_LOST_PS, EXIT_STORAGE, EXIT_USAGE
+from a3c_graph.system.cli import EXIT_GAVE_UP, EXIT_LOST_PS, EXIT_STORAGE, EXIT_USAGE
 
 # A task's restarts: after its n-th crash in a row it waits RESTART_BACKOFF_SECS[n-1] (the
 # last entry from then on); a task that ran HEALTHY_SECS before crashing starts counting

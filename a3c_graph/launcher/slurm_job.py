@@ -27,8 +27,15 @@ import os
 import sys
 from pathlib import Path
 
-from a3c_graph.cli import EXIT_GAVE_UP, EXIT_LOST_PS, EXIT_USAGE, OneLineParser, UsageError, fail
-from a3c_graph.progress import read_progress, summary_fields, write_json_atomic
+from a3c_graph.rundir.progress import read_progress, summary_fields, write_json_atomic
+from a3c_graph.system.cli import (
+    EXIT_GAVE_UP,
+    EXIT_LOST_PS,
+    EXIT_USAGE,
+    OneLineParser,
+    UsageError,
+    fail,
+)
 
 PROG = "a3c_graph.launcher.slurm_job"
 FINISHED = ("solved", "max_steps", "max_seconds")

@@ -16,12 +16,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c_graph.cli import EXIT_NOT_LIVE, OneLineParser
 from a3c_graph.launcher.plan import PROG
 from a3c_graph.launcher.report import progress_line
 from a3c_graph.launcher.supervisor import PS_STOP_MIN_SECS
-from a3c_graph.progress import read_progress, run_totals
+from a3c_graph.rundir.progress import read_progress, run_totals
 from a3c_graph.system import processes
+from a3c_graph.system.cli import EXIT_NOT_LIVE, OneLineParser
 
 # `stop` waits this long for the launcher to wind everything down before killing.
 STOP_COMMAND_TIMEOUT_SECS = 20.0

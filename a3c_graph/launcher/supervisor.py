@@ -7,7 +7,7 @@ then the ps. Every process is recorded in <logdir>/pids/ (system/processes.py) a
 signalled only by its own pid.
 
 This file is the processes' lifecycle. A task that exits is judged by its exit status, the
-worker's contract (task_runner.py): restarts.py's pure functions say whether and when it
+worker's contract (a3c_graph/worker.py): restarts.py's pure functions say whether and when it
 starts again and how the run ended; report.py words the progress line printed every
 PROGRESS_LINE_SECS from the workers' progress files, the warnings, and the summary that
 commands.py writes to <logdir>/summary.json and prints as the last line.
@@ -25,7 +25,8 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from a3c_graph.cli import StopSignals
+import psutil
+
 from a3c_graph.launcher.plan import PROG, LaunchPlan, TaskPlan, command_line
 from a3c_graph.launcher.report import (
     Outcome,
@@ -42,7 +43,7 @@ from a3c_graph.launcher.report import (
 )
 from a3c_graph.launcher.restarts import TaskExit, restart_decision, run_verdict
 from a3c_graph.launcher.running import RunningTask
-from a3c_graph.progress import (
+from a3c_graph.rundir.progress import (
     LAUNCHES_FILE,
     Totals,
     read_history,
@@ -52,6 +53,7 @@ from a3c_graph.progress import (
     write_atomic,
 )
 from a3c_graph.system import processes
+from a3c_graph.system.cli import StopSignals
 
 PROGRESS_LINE_SECS = 5.0
 POLL_SECS = 0.2
@@ -263,7 +265,6 @@ class Supervisor:
 
     def _remember_descendants(self) -> None:
         """Children of tasks, so none is left behind once its parent is gone."""
-        import psutil
 
         for task in self.tasks:
             if task.returncode is None:
@@ -276,7 +277,6 @@ class Supervisor:
 
     def stop_tasks(self) -> list[str]:
         """SIGTERM workers, then the ps; SIGKILL what is left; returns the killed names."""
-        import psutil
 
         running: dict[int, RunningTask] = {}
         groups = []

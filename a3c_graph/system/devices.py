@@ -397,24 +397,6 @@ def check_devices_visible(devices: Sequence[str], inventory: GpuInventory | None
         raise DeviceError(f"{flag}: {gpus_are(missing)} not visible: {inventory.describe()}")
 
 
-def shared_session_config(devices: Sequence[str], memory_fraction: float | None = None):
-    """One ConfigProto for every session of a process that runs graphs on `devices`.
-
-    GPU options are process-wide, so all sessions get this same object. It asks for as many
-    logical CPU devices as the highest cpu:N needs (so cpu:1 is a device of its own, not
-    silently cpu:0), and soft placement for ops without a kernel on their device.
-    """
-    import tensorflow as tf
-
-    cpus = 1 + max([int(d.rsplit(":", 1)[1]) for d in devices if ":CPU:" in d] or [0])
-    config = tf.compat.v1.ConfigProto(allow_soft_placement=True, device_count={"CPU": cpus})
-    if memory_fraction is None:
-        config.gpu_options.allow_growth = True
-    else:
-        config.gpu_options.per_process_gpu_memory_fraction = memory_fraction
-    return config
-
-
 def devices_that_ran(run_metadata, graph) -> list[str]:
     """Devices on which ops of `graph` ran in a traced session.run (feeds, fetches and
     TF's own bookkeeping nodes are left out)."""

@@ -86,3 +86,14 @@ def import_tensorflow_quietly():
     with stderr_to_devnull(), set_while_running():
         import tensorflow as tf
     return tf
+
+
+def graph_mode_tensorflow():
+    """`import tensorflow` for a graph-mode program, once its flags are checked: DEFAULTS set
+    for good (before_tf_import), eager execution off. The commands call it before they
+    import the modules that use TF (docs/architecture.md, "Where TensorFlow loads")."""
+    before_tf_import()
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    return tf

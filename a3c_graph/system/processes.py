@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import psutil
+
 if TYPE_CHECKING:
     import psutil
 
@@ -55,7 +57,6 @@ def read_pid_file(pid_file: Path, logdir: Path) -> PidRecord:
     logdir) and the process started no later than the pid file was written: a recycled pid
     fails one of the two.
     """
-    import psutil
 
     name = pid_file.stem
     try:
@@ -90,7 +91,6 @@ def read_pid_files(logdir: Path) -> dict[str, PidRecord]:
 
 def is_gone(proc) -> bool:
     """Whether a psutil.Process has ended (a zombie waiting to be reaped has)."""
-    import psutil
 
     try:
         return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
@@ -101,7 +101,6 @@ def is_gone(proc) -> bool:
 def descendants(proc) -> list:
     """The processes a psutil.Process started, and theirs: to be sure none is left behind
     once it is gone (they would then be re-parented, and lost to us)."""
-    import psutil
 
     try:
         return proc.children(recursive=True)
@@ -112,7 +111,6 @@ def descendants(proc) -> list:
 def quietly(action: Callable[[], object]) -> None:
     """Signal a psutil.Process that may have ended meanwhile (psutil checks the pid still
     names that very process, and raises if not: then there is nothing to signal)."""
-    import psutil
 
     try:
         action()

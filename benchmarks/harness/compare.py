@@ -49,9 +49,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import A3CConfig, add_config_arguments, config_from_args, config_to_argv
 from a3c_graph.core.run_spec import resolve_run
+from a3c_graph.system.cli import OneLineParser, UsageError, fail
 from benchmarks import common
 from benchmarks.harness.machine import machine_info
 from benchmarks.harness.one_run import (

@@ -1,14 +1,14 @@
 """One run of one variant: started as its own process tree, sampled until it ends, stopped
 if it must be, and turned into a record (benchmarks.run and benchmarks.learning run it).
 
-Measured per run on one clock for every variant (a3c_graph.progress): start-up ends at
+Measured per run on one clock for every variant (a3c_graph.rundir.progress): start-up ends at
 the run's first applied update, reported at once as `training_started`; each worker's
 --max-seconds count from its own first applied update; the final report is written when a
 worker decides to stop, before any teardown. From the progress history every worker
 appends (progress/worker_<i>.jsonl) once the run is over, and from the process tree,
 sampled every SAMPLE_SECS:
   startup_s           launch (the harness starts the variant's command) -> the run's first
-                      applied update (the earliest training_started; a3c_graph.progress's
+                      applied update (the earliest training_started; a3c_graph.rundir.progress's
                       run_timing, which summary.json's figures come from too)
   steps_per_sec       agent (env) steps from the report written at that first update to the
                       newest report (the final one), over the time between them (run_timing)
@@ -60,7 +60,7 @@ import psutil
 
 from a3c_graph.core.config import A3CConfig, config_to_argv
 from a3c_graph.core.envs import env_info, env_options
-from a3c_graph.progress import (
+from a3c_graph.rundir.progress import (
     read_history,
     read_progress,
     run_timing,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from a3c_graph.progress import write_atomic
+from a3c_graph.rundir.progress import write_atomic
 from benchmarks.harness.one_run import EMULATOR
 
 MEDIAN_KEYS = ("steps_per_sec", "frames_per_sec", "time_to_solve_s", "env_steps_to_solve",

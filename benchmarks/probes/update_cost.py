@@ -26,9 +26,9 @@ import statistics
 import sys
 import time
 
-from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import add_config_arguments, config_from_args
 from a3c_graph.core.run_spec import resolve_run
+from a3c_graph.system.cli import OneLineParser, UsageError, fail
 from benchmarks import common
 from benchmarks.probes.traces import op_micros
 
@@ -61,7 +61,8 @@ def measure(run, updates: int) -> dict:
 
     from a3c_graph.core.envs import EnvBatch, env_options
     from a3c_graph.distributed import worker_graph as wg
-    from a3c_graph.distributed.cluster import TaskSpec, session_config, start_server
+    from a3c_graph.distributed.cluster import TaskSpec
+    from a3c_graph.distributed.server import session_config, start_server
     from a3c_graph.distributed.sessions import run_step
 
     tf1 = tf.compat.v1

@@ -72,7 +72,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from a3c_graph.cli import (
+from a3c_graph.system.cli import (
     EXIT_CRASH,
     EXIT_USAGE,
     SIGNAL_EXIT,

@@ -136,12 +136,8 @@ def main(argv=None) -> int:
 
     from a3c_graph.core.config import resolve_config
     from a3c_graph.core.envs import env_info, env_options
-    from a3c_graph.distributed.cluster import (
-        TaskSpec,
-        cluster_from_file,
-        session_config,
-        start_server,
-    )
+    from a3c_graph.distributed.cluster import TaskSpec, cluster_from_file
+    from a3c_graph.distributed.server import session_config, start_server
     from a3c_graph.distributed.sessions import describe_duplicate, retry_duplicates, wait_for_ps
 
     tf1 = tf.compat.v1

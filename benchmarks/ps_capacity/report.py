@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from a3c_graph.progress import write_atomic
+from a3c_graph.rundir.progress import write_atomic
 
 HEADROOM = 0.5  # the share of a ps core, and of a link, the rule of thumb plans to use
 

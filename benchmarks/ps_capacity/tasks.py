@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from a3c_graph.cli import UsageError
+from a3c_graph.system.cli import UsageError
 from benchmarks.common import end_leftovers, process_tree
 from benchmarks.ps_capacity.netlab import Lab
 from benchmarks.ps_capacity.pusher import read_counter

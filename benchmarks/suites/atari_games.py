@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from a3c_graph.cli import UsageError, fail
-from a3c_graph.progress import write_atomic
+from a3c_graph.rundir.progress import write_atomic
+from a3c_graph.system.cli import UsageError, fail
 from benchmarks.harness.report import median, save_figure
 from benchmarks.suites.atari_statistics import (
     aggregates,

@@ -33,7 +33,7 @@ continuous tasks: 30 episodes), the suite runs `python -m a3c_graph.evaluate --l
 --episodes N [--min-agent-steps S]` greedy and again with --sample,
 each in its own process, and records both (<out>/evaluations/<run>-greedy.txt, -sampled.txt).
 
-The curves come from the progress history every worker appends (a3c_graph.progress): the
+The curves come from the progress history every worker appends (a3c_graph.rundir.progress): the
 cluster's env steps and mean return of the last 100 episodes every --progress-secs, the
 lowest mean read in between (so a dip between two writes counts) and the policy's entropy.
 Times are wall seconds since launch, start-up included.
@@ -60,10 +60,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import A3CConfig, add_config_arguments
 from a3c_graph.core.run_spec import resolve_run
-from a3c_graph.progress import read_history, read_launches, write_atomic
+from a3c_graph.rundir.progress import read_history, read_launches, write_atomic
+from a3c_graph.system.cli import OneLineParser, UsageError, fail
 from benchmarks.harness.machine import machine_info
 from benchmarks.harness.one_run import REPO, RunInterrupted, RunSpec, child_env, run_one
 from benchmarks.suites import resume

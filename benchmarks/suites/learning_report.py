@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from a3c_graph.progress import write_atomic
+from a3c_graph.rundir.progress import write_atomic
 from benchmarks.harness.report import median, save_figure
 from benchmarks.suites.learning_tasks import Task
 

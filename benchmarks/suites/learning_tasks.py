@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a3c_graph.core.config import A3CConfig, resolve_config
-from a3c_graph.core.stats import RECENT_EPISODES
-from a3c_graph.progress import run_clock
+from a3c_graph.core.stop_rule import RECENT_EPISODES
+from a3c_graph.rundir.progress import run_clock
 
 
 @dataclass(frozen=True)

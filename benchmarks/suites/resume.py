@@ -8,7 +8,7 @@ failure: a failed run is a result too) is kept as it is. A run that was cut off 
 again in its own log dir: the launcher restores the chief's latest checkpoint (weights, Adam
 slots, global step, frame count, episode statistics), the workers append to the same
 history, and the curve puts the pieces on one clock of training time
-(a3c_graph.progress.run_clock). A time budget (--max-seconds) is the whole run's: a resumed
+(a3c_graph.rundir.progress.run_clock). A time budget (--max-seconds) is the whole run's: a resumed
 piece gets what is left of it.
 """
 
@@ -19,8 +19,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c_graph.cli import UsageError
-from a3c_graph.progress import read_history, read_launches, run_clock, write_atomic
+from a3c_graph.rundir.progress import read_history, read_launches, run_clock, write_atomic
+from a3c_graph.system.cli import UsageError
 
 SUITE_FILE = "suite.json"
 # How a run that did not end on its own is recorded: stopped by a signal, or the suite

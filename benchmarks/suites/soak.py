@@ -29,10 +29,10 @@ from pathlib import Path
 
 import psutil
 
-from a3c_graph.cli import fail
 from a3c_graph.core.config import add_config_arguments, config_from_args, config_to_argv
 from a3c_graph.launcher import commands
-from a3c_graph.progress import read_progress, run_totals
+from a3c_graph.rundir.progress import read_progress, run_totals
+from a3c_graph.system.cli import fail
 from a3c_graph.system.processes import read_pid_file, read_pid_files
 from benchmarks import common
 from benchmarks.harness.report import save_figure

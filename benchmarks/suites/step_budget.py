@@ -45,10 +45,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import A3CConfig, add_config_arguments, config_from_args
 from a3c_graph.core.run_spec import resolve_run
-from a3c_graph.progress import write_atomic
+from a3c_graph.rundir.progress import write_atomic
+from a3c_graph.system.cli import OneLineParser, UsageError, fail
 from benchmarks import common
 from benchmarks.harness.machine import machine_info
 from benchmarks.harness.one_run import EMULATOR, REPO, RunSpec, run_one

@@ -97,7 +97,7 @@ def measure(env_id: str, B: int, rollouts: int, T: int = DEFAULT_T) -> dict[str,
 
     def step_loop():
         for t in range(T):
-            recorder.step(t, policy_step(batch.observe()).numpy())
+            recorder.step_and_record(t, policy_step(batch.observe()).numpy())
         recorder.collect()
 
     tf2_costs = {"tf2 policy call": _per_step(policy_calls, rollouts),

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from a3c_graph.cli import EXIT_CRASH, StopSignals
+from a3c_graph.system.cli import EXIT_CRASH, StopSignals
 from benchmarks.variants import tf2_run
 from benchmarks.variants.tf2_multiprocessing import shut_down
 
@@ -56,7 +56,7 @@ def env_process_main(index: int, config, steps, ready, start, stop) -> None:
 
 def measure(run: tf2_run.VariantRun, signals: StopSignals) -> tuple[int, str]:
     """Start the env processes, time them for --max-seconds; (exit code, stop reason)."""
-    from a3c_graph.progress import ProgressFile
+    from a3c_graph.rundir.progress import ProgressFile
 
     ctx = mp.get_context("spawn")
     # One int64 per process, written by it alone and read here without a lock: a reading

@@ -196,8 +196,8 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
     whole rollout acts on them (`on_weights`: network_on), so a refresh of the copy by the
     learner meanwhile does not reach it. Then `for t in tf.range(T)` (a tf.while_loop once
     traced): the policy on the current observations, then the env step through
-    tf.numpy_function, which records row t of every field (RolloutRecorder.step, the graph
-    variant's own). The loop carries only the observations; one more numpy_function hands
+    tf.numpy_function, which records row t of every field (RolloutRecorder.step_and_record,
+    the graph variant's own). The loop carries only the observations; one more numpy_function hands
     the filled buffers over after it, and depends on the last observation, so on every env
     step. Returns a dict of the recorder's fields, tensors [T, B, ...]
     (a3c_graph.core.rollout's keys and meanings), ACTING_WEIGHTS [N] and ACTING_VERSION
@@ -209,7 +209,7 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
     obs_shape = [envs.num_envs, *envs.info.obs_shape]
 
     def env_step(t, actions):
-        return recorder.step(t, actions).next_obs
+        return recorder.step_and_record(t, actions).next_obs
 
     def collect(_last_obs):
         return recorder.collect()

@@ -39,10 +39,10 @@ from typing import Any
 
 import psutil
 
-from a3c_graph.cli import EXIT_CRASH, StopSignals
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.run_spec import describe_target
-from a3c_graph.progress import ProgressFile
+from a3c_graph.rundir.progress import ProgressFile
+from a3c_graph.system.cli import EXIT_CRASH, StopSignals
 from a3c_graph.system.processes import stop_in_order
 from benchmarks import common
 from benchmarks.variants import tf2_run

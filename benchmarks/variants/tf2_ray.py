@@ -42,10 +42,10 @@ from pathlib import Path
 import psutil
 import ray
 
-from a3c_graph.cli import EXIT_CRASH, StopSignals
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.run_spec import describe_target
-from a3c_graph.progress import ProgressFile
+from a3c_graph.rundir.progress import ProgressFile
+from a3c_graph.system.cli import EXIT_CRASH, StopSignals
 from a3c_graph.system.processes import descendants
 from benchmarks import common
 from benchmarks.variants import tf2_run

@@ -15,7 +15,7 @@ benchmark shares (the private network, ending leftover processes) is benchmarks.
 
 The files a TF2 variant writes under --logdir are the graph variant's:
 progress/worker_<i>.json with the keys a3c_graph.worker writes, and summary.json whose JSON
-is also the last stdout line, both through a3c_graph.progress, so the launcher's readers
+is also the last stdout line, both through a3c_graph.rundir.progress, so the launcher's readers
 read every variant's run the same way.
 """
 
@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from a3c_graph.cli import OneLineParser, UsageError, fail
 from a3c_graph.core.config import (
     A3CConfig,
     add_config_arguments,
@@ -41,8 +40,8 @@ from a3c_graph.core.config import (
 )
 from a3c_graph.core.envs import env_info, env_options
 from a3c_graph.core.run_spec import resolve_run
-from a3c_graph.core.stats import RECENT_EPISODES, training_stop_reason
-from a3c_graph.progress import (
+from a3c_graph.core.stop_rule import RECENT_EPISODES, training_stop_reason
+from a3c_graph.rundir.progress import (
     json_number,
     read_progress,
     run_totals,
@@ -50,6 +49,7 @@ from a3c_graph.progress import (
     write_atomic,
 )
 from a3c_graph.system import devices, process_env
+from a3c_graph.system.cli import OneLineParser, UsageError, fail
 from benchmarks.common import add_allow_remote_argument
 
 # A variant enforces --max-seconds itself; this backstop only catches a stuck run.
@@ -187,8 +187,8 @@ class RunStats:
     Returns from every worker land in one window in the order they arrive, so its mean is
     the mean return of the 100 newest episodes across workers, as in the graph variant.
 
-    Stopping follows the graph worker's rule (stats.training_stop_reason) with its
-    clock (a3c_graph.progress): solved and max_steps stop the whole run, while each worker's
+    Stopping follows the graph worker's rule (stop_rule.training_stop_reason) with its
+    clock (a3c_graph.rundir.progress): solved and max_steps stop the whole run, while each worker's
     --max-seconds count from that worker's own first applied update, as a graph worker's do.
     """
 

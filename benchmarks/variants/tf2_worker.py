@@ -19,7 +19,7 @@ gradient is computed on those weights, and it waits behind up to --queue-capacit
 Threads, not processes: the tf.function calls and the env's C++ release the GIL; the env
 step's Python takes it.
 
-The learner's loop (train) writes the progress file with a3c_graph.progress's one clock:
+The learner's loop (train) writes the progress file with a3c_graph.rundir.progress's one clock:
 start-up ends at the first applied update, and the final report is written as soon as the
 parameter holder says stop, before the actors are stopped and the envs closed.
 
@@ -40,7 +40,7 @@ from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_options
 from a3c_graph.core.normalization import rollout_sums
 from a3c_graph.core.rollout import RolloutRecorder, episode_ended
-from a3c_graph.progress import ProgressFile
+from a3c_graph.rundir.progress import ProgressFile
 from benchmarks.variants import tf2_common
 from benchmarks.variants.tf2_common import Reply, RolloutResult
 

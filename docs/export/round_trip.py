@@ -34,9 +34,9 @@ def main() -> None:
     args = parser.parse_args()
     import tensorflow as tf
 
-    from a3c_graph.checkpoints import read_run_config
     from a3c_graph.core.envs import make_env
     from a3c_graph.core.model import build_network
+    from a3c_graph.rundir.run_config import read_run_config
 
     tf1 = tf.compat.v1
     config = read_run_config(args.run)

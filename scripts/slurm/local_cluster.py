@@ -417,7 +417,7 @@ def run(root: Path, command: list[str]) -> None:
 # --------------------------------------------------------------------------- command line
 
 def build_parser() -> argparse.ArgumentParser:
-    from a3c_graph.cli import OneLineParser
+    from a3c_graph.system.cli import OneLineParser
 
     parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -442,7 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from a3c_graph.cli import UsageError, fail
+    from a3c_graph.system.cli import UsageError, fail
 
     try:
         args = build_parser().parse_args(argv)

@@ -34,7 +34,7 @@ import psutil
 import pytest
 from conftest import alive, checkpoint_step
 
-from a3c_graph.progress import read_progress
+from a3c_graph.rundir.progress import read_progress
 from a3c_graph.system.processes import read_pid_files
 from benchmarks.ps_capacity.netlab import Lab, NetworkError
 

@@ -52,7 +52,8 @@ def traced_train_step(cluster: dict, worker_device: str | None) -> dict:
 
     from a3c_graph.core.config import A3CConfig
     from a3c_graph.core.envs import EnvBatch, env_info
-    from a3c_graph.distributed.cluster import TaskSpec, session_config
+    from a3c_graph.distributed.cluster import TaskSpec
+    from a3c_graph.distributed.server import session_config
     from a3c_graph.distributed.worker_graph import build_worker_graph
     from tests.support.cluster_child import start_servers
 

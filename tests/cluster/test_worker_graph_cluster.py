@@ -246,8 +246,8 @@ def restore_as_the_chief(cluster, config, logdir) -> dict:
     """Run in a cluster child whose ps tasks are new: the chief's session as the worker makes
     it (checkpoints.restorable_checkpoint, sessions.ChiefSessionCreator); what the globals
     and the local copy hold then."""
-    from a3c_graph.checkpoints import restorable_checkpoint
     from a3c_graph.distributed.sessions import ChiefSessionCreator
+    from a3c_graph.rundir.checkpoints import restorable_checkpoint
     from tests.support.cluster_child import start_servers
 
     servers = start_servers(cluster)

@@ -19,8 +19,8 @@ import pytest
 from conftest import REPO, child_env, stop_run
 
 import a3c_graph
-from a3c_graph.cli import as_flags
 from a3c_graph.system import processes
+from a3c_graph.system.cli import as_flags
 
 # A run that ends at its budget whether it learns or not: one worker, a small network.
 SMALL_RUN = dict(workers=1, hidden_sizes=(16,), max_steps=20_000, progress_secs=0.5,
@@ -98,7 +98,7 @@ def test_train_leaves_the_callers_environment_and_network_as_they_were(trained):
 
 @pytest.mark.e2e
 def test_evaluate_plays_the_runs_checkpoint_as_the_command_does(trained, capsys):
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     logdir = str(trained["logdir"])
     environ_before = dict(os.environ)

@@ -3,8 +3,8 @@ the ParameterServerStrategy probe the README quotes.
 
 Each smoke run trains one worker for a few seconds and checks what a user reads afterwards: a
 complete record per run, the results files and plots, the one clock's accounting rules on the
-run's own records (a3c_graph.progress), and no process of the run left on the machine. No test
-asserts a speed.
+run's own records (a3c_graph.rundir.progress), and no process of the run left on the
+machine. No test asserts a speed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_to_end
 
-from a3c_graph.progress import read_history
+from a3c_graph.rundir.progress import read_history
 from benchmarks.harness import one_run
 from tests.support.benchmark_helpers import HAS_RAY, gone
 
@@ -27,7 +27,7 @@ SMOKE_TIMEOUT_SECS = 240
 
 
 def assert_the_one_clock(record: dict) -> None:
-    """The accounting rules every variant keeps (a3c_graph.progress), on a run's records."""
+    """The accounting rules every variant keeps (a3c_graph.rundir.progress), on a run's records."""
     logdir = Path(record["logdir"])
     history = read_history(logdir)
     rollout_steps = 16 * 4  # SMOKE_FLAGS: T x B

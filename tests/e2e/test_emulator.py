@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, run_to_end
 
 from a3c_graph.core.config import A3CConfig
-from a3c_graph.progress import read_history
+from a3c_graph.rundir.progress import read_history
 from benchmarks.harness import one_run
 from tests.support.benchmark_helpers import gone
 

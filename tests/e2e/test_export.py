@@ -1,4 +1,4 @@
-"""The SavedModel export (a3c_graph/exporting.py): a trained policy that plain TensorFlow 2
+"""The SavedModel export (a3c_graph/trained/exporting.py): a trained policy that plain TensorFlow 2
 loads and plays, with the graph's own outputs, and the export's bad input refused in one line
 with nothing written."""
 
@@ -43,9 +43,9 @@ def graph_outputs(logdir, observations, state=None) -> dict:
     """The checkpoint's logits (and state) by the package's own graph code."""
     import tensorflow as tf
 
-    from a3c_graph.checkpoints import read_run_config
     from a3c_graph.core.envs import env_info, env_options
     from a3c_graph.core.model import build_network
+    from a3c_graph.rundir.run_config import read_run_config
 
     tf1 = tf.compat.v1
     config = read_run_config(str(logdir))
@@ -66,7 +66,7 @@ def graph_outputs(logdir, observations, state=None) -> dict:
 
 def test_the_saved_models_give_the_graphs_outputs_in_plain_tf2(tmp_path):
     """The MLP, the CNN and the LSTM (on the image bandit), exported and run by plain TF2."""
-    from a3c_graph.exporting import export_policy
+    from a3c_graph.trained.exporting import export_policy
 
     rng = np.random.default_rng(0)
     cases = []
@@ -162,7 +162,7 @@ def test_a_box_policy_exports_its_mean_and_log_std_and_standardizes_raw_observat
     import tensorflow as tf
     from conftest import UNTRAINED_STATISTICS
 
-    from a3c_graph.exporting import export_policy
+    from a3c_graph.trained.exporting import export_policy
     from tests.support import ground_truth
 
     logdir, out = tmp_path / "run", tmp_path / "exported"

@@ -16,7 +16,7 @@ import re
 import pytest
 from conftest import evaluate_run, last_json_line
 
-from a3c_graph.progress import read_history
+from a3c_graph.rundir.progress import read_history
 from a3c_graph.system.processes import read_pid_files
 from tests.support.launch_helpers import assert_all_gone, run_script
 

@@ -18,7 +18,7 @@ from conftest import (
     train_to_end,
 )
 
-from a3c_graph.progress import read_history
+from a3c_graph.rundir.progress import read_history
 from tests.support import ground_truth
 from tests.support.bandit_env import PAYING_ARM
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import checkpoint_step
 
 import a3c_graph
-from a3c_graph.progress import read_history, read_launches, run_clock
+from a3c_graph.rundir.progress import read_history, read_launches, run_clock
 from benchmarks.suites import learning, resume
 from tests.support.launch_helpers import run_script
 

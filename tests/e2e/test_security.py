@@ -36,7 +36,7 @@ import psutil
 import pytest
 from conftest import nsenter_command, stop_process_tree
 
-from a3c_graph.progress import read_progress, run_totals
+from a3c_graph.rundir.progress import read_progress, run_totals
 from a3c_graph.system.processes import read_pid_files
 from tests.support.launch_helpers import processes_mentioning
 from tests.unit.system.test_netns import needs_host_network, probe

@@ -27,7 +27,7 @@ import pytest
 from conftest import REPO, checkpoint_step, child_env
 
 from a3c_graph.distributed.cluster import resolve_task
-from a3c_graph.progress import read_history, read_progress
+from a3c_graph.rundir.progress import read_history, read_progress
 
 pytestmark = pytest.mark.e2e
 

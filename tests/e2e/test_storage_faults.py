@@ -22,9 +22,9 @@ import pytest
 from conftest import REPO, checkpoint_step, child_env, stop_process_tree
 from conftest import stop_run as stop_logged_run
 
-from a3c_graph import storage
-from a3c_graph.checkpoints import read_checkpoint_state
-from a3c_graph.progress import read_progress
+from a3c_graph.rundir import storage
+from a3c_graph.rundir.progress import read_progress
+from a3c_graph.rundir.run_config import read_checkpoint_state
 from a3c_graph.system.processes import read_pid_files
 
 # --------------------------------------------------------------------------- a worker
@@ -33,7 +33,8 @@ from a3c_graph.system.processes import read_pid_files
 # network, with --allow-remote), then run_worker raises `FAULT`.
 FAILING_WORKER = textwrap.dedent('''
     import errno, os, sys
-    from a3c_graph.distributed import task_runner
+    from a3c_graph import worker as worker_command
+    from a3c_graph.distributed import worker_task
 
     def run_worker(spec, run, args, *rest):
         import tensorflow as tf
@@ -41,8 +42,8 @@ FAILING_WORKER = textwrap.dedent('''
         open(path, "w").close()  # what a failed save leaves
         raise {fault}
 
-    task_runner.run_worker = run_worker
-    sys.exit(task_runner.main(sys.argv[1:]))
+    worker_task.run_worker = run_worker
+    sys.exit(worker_command.main(sys.argv[1:]))
 ''')
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import alive, checkpoint_step, stop_process_tree, stop_run
 
-from a3c_graph.progress import read_progress
+from a3c_graph.rundir.progress import read_progress
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = ["--rollout-length", "16", "--envs-per-worker", "4", "--progress-secs", "0.5"]

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from a3c_graph.cli import UsageError
 from a3c_graph.core.config import A3CConfig
-from a3c_graph.progress import ProgressFile, read_progress, run_totals
+from a3c_graph.rundir.progress import ProgressFile, read_progress, run_totals
+from a3c_graph.system.cli import UsageError
 from benchmarks.harness import compare
 from benchmarks.variants import tf2_run
 from tests.support import ground_truth

@@ -27,7 +27,8 @@ from pathlib import Path
 def start_servers(cluster: dict, configs: dict | None = None) -> dict:
     """A started server for every task of `cluster`, {(job, index): server}, each with
     configs[job] or the project's session_config for its task (a3c_graph.distributed.cluster)."""
-    from a3c_graph.distributed.cluster import TaskSpec, session_config, start_server
+    from a3c_graph.distributed.cluster import TaskSpec
+    from a3c_graph.distributed.server import session_config, start_server
 
     servers = {}
     for job, addresses in cluster.items():

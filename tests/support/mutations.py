@@ -266,7 +266,7 @@ MUTATIONS = [
              "tests/e2e/test_export.py::test_a_box_policy_exports_its_mean_and_log_std_and_"
              "standardizes_raw_observations",
              "evaluation and the SavedModel without the checkpoint's observation statistics"),
-    Mutation("replay-another-episode", "a3c_graph/recording.py",
+    Mutation("replay-another-episode", "a3c_graph/trained/recording.py",
              'env.reset(seed=spec["seed"])', 'env.reset(seed=spec["seed"] + 1)',
              "tests/unit/test_evaluate.py::test_a_mujoco_episode_is_recorded_in_a_process_of_"
              "its_own_as_it_was_played",

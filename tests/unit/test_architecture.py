@@ -5,8 +5,11 @@ worker graph reads top-down in short steps."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +57,68 @@ def test_the_worker_graph_is_one_short_function_of_named_steps():
               if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
     assert {"build_globals", "build_actors_and_queue", "build_learner", "exchange_with_ps",
             "build_sync"} <= called
+
+
+# Where TensorFlow loads (docs/architecture.md): a module that uses TF imports it at its top;
+# code that runs before TF may load imports such a module inside the function that crosses
+# over, once process_env has set TF's environment. The only other imports inside functions
+# are the optional packages, imported where an env or a GIF first needs them.
+OPTIONAL = {"ale_py", "minatar", "moviepy"}
+
+
+@functools.cache
+def _loads_tensorflow(module: str) -> bool:
+    """Whether importing `module` (of this repository) imports TF: TF at its top, or a
+    module that does."""
+    path = REPO / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = REPO / module.replace(".", "/") / "__init__.py"
+        if not path.is_file():
+            return False
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                 [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+                 if isinstance(node, ast.ImportFrom) and node.module else [])
+        if any(name == "tensorflow" or name.startswith("tensorflow.")
+               or name.startswith("a3c_graph.") and _loads_tensorflow(name) for name in names):
+            return True
+    return False
+
+
+def _imports_inside_functions(path: Path) -> list[tuple[str, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import):
+                    found += [(f"{path.relative_to(REPO)}:{inner.lineno}", alias.name)
+                              for alias in inner.names]
+                elif isinstance(inner, ast.ImportFrom):
+                    found += [(f"{path.relative_to(REPO)}:{inner.lineno}",
+                               f"{inner.module}.{alias.name}") for alias in inner.names]
+    return found
+
+
+def _deferred_as_documented(place: str, module: str) -> bool:
+    if module.split(".")[0] in OPTIONAL:
+        return True
+    if module == "tensorflow":  # TF itself: only where its environment is set first
+        return place.startswith("a3c_graph/system/process_env.py:")
+    return _loads_tensorflow(module) or _loads_tensorflow(module.rsplit(".", 1)[0])
+
+
+def test_imports_stand_at_the_top_but_where_tensorflow_or_an_optional_package_loads():
+    inside = {(place, module) for path in sorted((REPO / "a3c_graph").rglob("*.py"))
+              for place, module in _imports_inside_functions(path)}
+    assert sorted(pair for pair in inside if not _deferred_as_documented(*pair)) == []
+
+
+def test_the_commands_check_their_flags_before_tensorflow_loads():
+    modules = ["a3c_graph", "a3c_graph.api", "a3c_graph.worker", "a3c_graph.launch",
+               "a3c_graph.evaluate", "a3c_graph.export"]
+    code = (f"import sys, {', '.join(modules)}; "
+            "print(sorted(m for m in ('tensorflow', 'gymnasium') if m in sys.modules))")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["['gymnasium']"] or ran.stdout.strip() == "[]"

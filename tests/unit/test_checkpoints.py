@@ -23,14 +23,15 @@ import pytest
 import tensorflow as tf
 from conftest import run_to_end
 
-from a3c_graph import checkpoints, evaluation
-from a3c_graph.checkpoints import CheckpointError
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_info
 from a3c_graph.distributed.cluster import TaskSpec
 from a3c_graph.distributed.worker_graph import build_worker_graph
 from a3c_graph.launcher import commands
-from a3c_graph.progress import write_json_atomic
+from a3c_graph.rundir import checkpoints, run_config
+from a3c_graph.rundir.checkpoints import CheckpointError
+from a3c_graph.rundir.progress import write_json_atomic
+from a3c_graph.trained import evaluation
 
 tf1 = tf.compat.v1
 REPO = Path(__file__).resolve().parents[2]
@@ -164,7 +165,7 @@ def one_error_line(capsys, prefix: str) -> str:
 
 def test_the_savers_state_file_is_read_newest_first_with_absolute_paths(tmp_path):
     prefixes = write_run(tmp_path)
-    state = checkpoints.read_checkpoint_state(str(tmp_path))
+    state = run_config.read_checkpoint_state(str(tmp_path))
     assert state.newest == prefixes[-1]
     assert state.all_paths == tuple(prefixes)
     assert state.newest_first() == prefixes[::-1]
@@ -174,10 +175,10 @@ def test_the_savers_state_file_is_read_newest_first_with_absolute_paths(tmp_path
 
 
 def test_no_state_file_means_no_checkpoint(tmp_path):
-    assert checkpoints.read_checkpoint_state(str(tmp_path)) is None
+    assert run_config.read_checkpoint_state(str(tmp_path)) is None
     # A config.json of any network without checkpoints is fine: a fresh start rewrites it.
     write_json_atomic(tmp_path / "config.json", dataclasses.asdict(A3CConfig(policy="lstm")))
-    checkpoints.check_logdir_config(str(tmp_path), A3CConfig(), (4,))
+    run_config.check_logdir_config(str(tmp_path), A3CConfig(), (4,))
 
 
 @pytest.mark.parametrize("text", ["model_checkpoint_path: model.ckpt-10\n",
@@ -187,7 +188,7 @@ def test_no_state_file_means_no_checkpoint(tmp_path):
 def test_a_garbled_state_file_is_an_error_naming_it(tmp_path, text):
     (tmp_path / "checkpoint").write_text(text)
     with pytest.raises(CheckpointError, match=r"checkpoint state file .*checkpoint .*damaged"):
-        checkpoints.read_checkpoint_state(str(tmp_path))
+        run_config.read_checkpoint_state(str(tmp_path))
 
 
 NETWORKS = {  # (there, here, the flag named, or None when they build the same variables)
@@ -206,30 +207,30 @@ NETWORKS = {  # (there, here, the flag named, or None when they build the same v
 @pytest.mark.parametrize("case", NETWORKS)
 def test_network_differences_are_the_settings_that_change_variables(case):
     there, here, flag = NETWORKS[case]
-    differences = checkpoints.network_differences(there, here, (4,))
+    differences = run_config.network_differences(there, here, (4,))
     assert [d[0] for d in differences][:1] == ([flag] if flag else [])
 
 
 def test_full_action_space_changes_an_atari_network():
     there = A3CConfig(env="ALE/Pong-v5", preset="atari")
     here = dataclasses.replace(there, full_action_space=True)
-    assert checkpoints.network_differences(there, here, (4, 84, 84)) == [
+    assert run_config.network_differences(there, here, (4, 84, 84)) == [
         ("full-action-space", "false", "true")]
 
 
 def test_screen_size_changes_an_atari_network():
     there = A3CConfig(env="ALE/Pong-v5", preset="atari")
     here = dataclasses.replace(there, screen_size=84)
-    assert checkpoints.network_differences(there, here, (4, 42, 42)) == [
+    assert run_config.network_differences(there, here, (4, 42, 42)) == [
         ("screen-size", "42", "84")]
 
 
 def test_conv_padding_and_activation_change_an_atari_network():
     there = A3CConfig(env="ALE/Pong-v5", preset="atari")
-    assert checkpoints.network_differences(
+    assert run_config.network_differences(
         there, dataclasses.replace(there, conv_padding="valid"), (4, 42, 42)) == [
         ("conv-padding", "same", "valid")]
-    assert checkpoints.network_differences(
+    assert run_config.network_differences(
         there, dataclasses.replace(there, activation="relu"), (4, 42, 42)) == [
         ("activation", "elu", "relu")]
 
@@ -237,17 +238,17 @@ def test_conv_padding_and_activation_change_an_atari_network():
 def test_a_logdir_of_other_hidden_sizes_is_refused_in_one_sentence(tmp_path):
     write_run(tmp_path)
     with pytest.raises(CheckpointError) as caught:
-        checkpoints.check_logdir_config(str(tmp_path), A3CConfig(hidden_sizes=(32,)), (4,))
+        run_config.check_logdir_config(str(tmp_path), A3CConfig(hidden_sizes=(32,)), (4,))
     assert str(caught.value) == (
         f"log dir {tmp_path} holds checkpoints of a different network (--hidden-sizes 64,64 "
         "there, 32 here); use a new --logdir, or --hidden-sizes 64,64 to go on with that run")
-    checkpoints.check_logdir_config(str(tmp_path), A3CConfig(learning_rate=0.1), (4,))
+    run_config.check_logdir_config(str(tmp_path), A3CConfig(learning_rate=0.1), (4,))
 
 
 def test_a_logdir_of_another_optimizer_is_refused_in_one_sentence(tmp_path):
     write_run(tmp_path)
     with pytest.raises(CheckpointError) as caught:
-        checkpoints.check_logdir_config(str(tmp_path), A3CConfig(optimizer="rmsprop"), (4,))
+        run_config.check_logdir_config(str(tmp_path), A3CConfig(optimizer="rmsprop"), (4,))
     assert str(caught.value) == (
         f"log dir {tmp_path} holds checkpoints of another optimizer (--optimizer adam there, "
         "rmsprop here); use a new --logdir, or --optimizer adam to go on with that run")
@@ -259,14 +260,14 @@ def test_a_garbled_config_json_next_to_checkpoints_is_an_error(tmp_path, content
     write_run(tmp_path, steps=(10,))
     (tmp_path / "config.json").write_text(content)
     with pytest.raises(CheckpointError, match=r"config\.json (is|are) "):
-        checkpoints.check_logdir_config(str(tmp_path), A3CConfig(), (4,))
+        run_config.check_logdir_config(str(tmp_path), A3CConfig(), (4,))
 
 
 def test_a_state_file_whose_checkpoints_are_all_gone_is_refused_before_tf(tmp_path):
     prefix, = write_run(tmp_path, steps=(10,))
     delete_files(prefix)
     with pytest.raises(CheckpointError, match=r"names model\.ckpt-10, whose files are missing"):
-        checkpoints.check_logdir_config(str(tmp_path), A3CConfig(), (4,))
+        run_config.check_logdir_config(str(tmp_path), A3CConfig(), (4,))
 
 
 # --------------------------------------------------------------------------- the chief's check
@@ -389,7 +390,7 @@ def _garble_state(logdir):
 
 
 def _state_names_missing(logdir):
-    for prefix in checkpoints.read_checkpoint_state(str(logdir)).all_paths:
+    for prefix in run_config.read_checkpoint_state(str(logdir)).all_paths:
         delete_files(prefix)
 
 
@@ -431,7 +432,7 @@ def _lstm_checkpoint_elsewhere(logdir):
 
 def _damage_newest(damage):
     def spoil(logdir):
-        DAMAGE[damage](checkpoints.read_checkpoint_state(str(logdir)).newest)
+        DAMAGE[damage](run_config.read_checkpoint_state(str(logdir)).newest)
         return []
     return spoil
 

@@ -1,4 +1,4 @@
-"""The command lines' shared contract (a3c_graph/cli.py): one error line, the exit statuses,
+"""The command lines' shared contract (a3c_graph/system/cli.py): one error line, the exit statuses,
 and the stop-signal flag.
 
 Every entry point's own bad input is tested where it lives (test_worker_cli.py,
@@ -13,7 +13,7 @@ import signal
 
 import pytest
 
-from a3c_graph import cli
+from a3c_graph.system import cli
 
 
 def parser(help_hint: bool) -> cli.OneLineParser:

@@ -18,7 +18,7 @@ from a3c_graph.system.devices import CUDA_ENV, FAKE_GPUS_ENV
 
 
 def test_evaluate_plays_several_graphs_in_one_process_each_on_its_own_device(tmp_path, capsys):
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     first, second = tmp_path / "a", tmp_path / "b"
     untrained_run(first)
@@ -43,7 +43,7 @@ def test_evaluate_plays_several_graphs_in_one_process_each_on_its_own_device(tmp
 
 
 def test_evaluate_on_a_gpu_that_is_not_there_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     monkeypatch.setenv(FAKE_GPUS_ENV, "0")
     monkeypatch.delenv(CUDA_ENV, raising=False)
@@ -56,7 +56,7 @@ def test_evaluate_on_a_gpu_that_is_not_there_is_one_line_exit_2(tmp_path, capsys
 
 @pytest.mark.parametrize("seconds", ["0", "-1", "nan"])
 def test_evaluate_gif_of_no_length_is_one_line_exit_2(tmp_path, capsys, seconds):
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     code = evaluation.main(["--logdir", str(tmp_path), "--gif", seconds])
     err = capsys.readouterr().err.splitlines()
@@ -67,7 +67,7 @@ def test_evaluate_gif_of_no_length_is_one_line_exit_2(tmp_path, capsys, seconds)
 
 @pytest.mark.parametrize("factor", ["0", "-2", "nan"])
 def test_evaluate_gif_speed_below_zero_is_one_line_exit_2(tmp_path, capsys, factor):
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     code = evaluation.main(["--logdir", str(tmp_path), "--gif", "5", "--gif-speed", factor])
     err = capsys.readouterr().err.splitlines()
@@ -84,7 +84,7 @@ def test_gif_speed_keeps_the_frame_rate_and_drops_frames(tmp_path):
     from moviepy import ImageSequenceClip
     from PIL import Image
 
-    from a3c_graph.playing import write_gif
+    from a3c_graph.trained.playing import write_gif
 
     # Frame k is a flat gray of level 4k, so the GIF's frames say which video frames they are.
     frames = [np.full((32, 48, 3), 4 * k, np.uint8) for k in range(60)]
@@ -112,7 +112,7 @@ def test_a_mujoco_episode_is_recorded_in_a_process_of_its_own_as_it_was_played(t
     import numpy as np
     from moviepy import VideoFileClip
 
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     logdir = tmp_path / "hopper"
     untrained_run(logdir, env="Hopper-v5", normalize_observations=True)
@@ -135,7 +135,7 @@ def test_a_mujoco_episode_is_recorded_in_a_process_of_its_own_as_it_was_played(t
 
 
 def test_a_negative_number_of_agent_steps_to_evaluate_is_one_line_exit_2(tmp_path, capsys):
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     logdir = tmp_path / "run"
     untrained_run(logdir)
@@ -145,7 +145,7 @@ def test_a_negative_number_of_agent_steps_to_evaluate_is_one_line_exit_2(tmp_pat
 
 
 def test_evaluate_goes_on_with_whole_episodes_until_the_agent_steps_asked_for(tmp_path, capsys):
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     logdir = tmp_path / "run"
     untrained_run(logdir)  # CartPole, greedy: episode e the same in every run (seed + e)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from a3c_graph.progress import run_totals
+from a3c_graph.rundir.progress import run_totals
 
 
 def report(task, time, state, global_step, env_steps):
@@ -32,7 +32,7 @@ def test_before_any_worker_trains_the_starting_reports_are_all_there_is():
 def test_the_first_applied_update_ends_start_up_and_is_reported_at_once(tmp_path):
     import json
 
-    from a3c_graph.progress import ProgressFile, read_history
+    from a3c_graph.rundir.progress import ProgressFile, read_history
 
     progress = ProgressFile(tmp_path, 0, 195.0, progress_secs=60.0)
     progress.write("starting")
@@ -63,7 +63,7 @@ def history_row(task, time, env_steps, state="running", training_started=None, *
 def test_start_up_and_steps_per_sec_come_from_the_history_since_launch(tmp_path):
     import json
 
-    from a3c_graph.progress import run_timing, summary_fields
+    from a3c_graph.rundir.progress import run_timing, summary_fields
 
     # Launched at 95. Worker 0's first update is applied at 110 and reported at once with
     # the 256 steps applied so far; worker 1's at 110.5. Both stop (final reports) at 125

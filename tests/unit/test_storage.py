@@ -1,4 +1,4 @@
-"""A log dir that cannot be written: full, read-only, not permitted (a3c_graph/storage.py).
+"""A log dir that cannot be written: full, read-only, not permitted (a3c_graph/rundir/storage.py).
 
 Which errors are storage faults, the lines that tell the user, what a failed write leaves
 and its removal, and the launcher's check for room. As a user meets them (a worker's exit
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from a3c_graph import storage
-from a3c_graph.checkpoints import read_checkpoint_state
-from a3c_graph.cli import UsageError
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.run_spec import resolve_run
 from a3c_graph.launcher import plan
-from a3c_graph.progress import write_atomic
+from a3c_graph.rundir import storage
+from a3c_graph.rundir.progress import write_atomic
+from a3c_graph.rundir.run_config import read_checkpoint_state
+from a3c_graph.system.cli import UsageError
 
 LOGDIR = "/runs/a"
 

@@ -46,7 +46,7 @@ def to_curve(run: Path, name: str) -> None:
     """Worker 0's progress records of a run (the cluster's counters, its mean return(100),
     its own entropy and lag) as NAME.csv."""
     sys.path.insert(0, str(HERE.parents[2]))
-    from a3c_graph.progress import read_history
+    from a3c_graph.rundir.progress import read_history
 
     columns = ("time", "global_step", "env_steps", "frames", "mean_return_100", "entropy",
                "lag_apply")

@@ -69,7 +69,7 @@ def test_every_variant_has_an_acting_ceiling():
 
 def row(task: int, time: float, env_steps: int, state: str = "running",
         training_started: float | None = None, **extra) -> dict:
-    """One progress report as a worker appends it to its history (a3c_graph.progress)."""
+    """One progress report as a worker appends it to its history (a3c_graph.rundir.progress)."""
     return {"task": task, "time": time, "state": state, "env_steps": env_steps,
             "training_started": training_started, "stop_reason": None, **extra}
 

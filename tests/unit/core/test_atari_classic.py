@@ -101,7 +101,7 @@ def test_the_learner_is_given_the_policy_s_action_where_the_protocol_forced_fire
     try:
         for _ in range(5_000):
             chosen = np.array([3, 2], np.int32)  # LEFT, RIGHT: never FIRE
-            step = recorder.step(0, chosen)
+            step = recorder.step_and_record(0, chosen)
             # The env executed FIRE after a lost life; the rollout holds what was chosen.
             assert np.array_equal(recorder.buffers["actions"][0], chosen)
             forced += int((step.action == FIRE).sum())
@@ -195,7 +195,7 @@ def test_evaluation_to_a_number_of_agent_steps_plays_whole_batches_of_the_same_g
     # games: batch after batch of --episodes games, game i seeded --seed + i whichever batch
     # it is in, so the games are the ones a single batch of all of them plays (greedy: the
     # same games move for move).
-    from a3c_graph import evaluation
+    from a3c_graph.trained import evaluation
 
     logdir = tmp_path / "run"
     untrained_run(logdir, env=BREAKOUT, protocol="classic", conv_filters=(4, 4, 4))

@@ -112,7 +112,7 @@ def recorder_rollouts(env_id: str) -> dict[str, np.ndarray]:
     rollouts = []
     for _ in range(ROLLOUTS):
         for t in range(T):
-            recorder.step(t, chosen_action(batch.observe()))
+            recorder.step_and_record(t, chosen_action(batch.observe()))
         rollouts.append(dict(zip(ROLLOUT_KEYS, recorder.collect())))
     batch.close()
     return {key: np.concatenate([r[key] for r in rollouts]) for key in ROLLOUT_KEYS}

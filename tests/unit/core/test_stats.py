@@ -15,12 +15,8 @@ import pytest
 import tensorflow as tf
 
 from a3c_graph.core.config import resolve_config
-from a3c_graph.core.stats import (
-    RECENT_EPISODES,
-    EpisodeStats,
-    solved,
-    training_stop_reason,
-)
+from a3c_graph.core.stats import EpisodeStats
+from a3c_graph.core.stop_rule import RECENT_EPISODES, solved, training_stop_reason
 
 tf1 = tf.compat.v1
 

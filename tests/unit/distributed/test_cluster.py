@@ -18,9 +18,9 @@ from a3c_graph.distributed.cluster import (
     is_loopback,
     non_loopback_hosts,
     resolve_task,
-    session_config,
     split_host_port,
 )
+from a3c_graph.distributed.server import session_config
 
 PS = "127.0.0.1:2222"
 WORKERS = "127.0.0.1:2223,127.0.0.1:2224"
@@ -318,9 +318,9 @@ def test_non_loopback_hosts_lists_every_remote_address_in_job_order():
 
 
 def test_the_launcher_and_a_task_refuse_a_remote_cluster_in_the_same_words(tmp_path):
-    from a3c_graph.cli import UsageError
-    from a3c_graph.distributed import task_runner
+    from a3c_graph import worker as worker_command
     from a3c_graph.launcher import commands, plan
+    from a3c_graph.system.cli import UsageError
 
     remote = {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "10.0.0.2:2224"]}
     cluster_file = tmp_path / "cluster.json"
@@ -329,7 +329,7 @@ def test_the_launcher_and_a_task_refuse_a_remote_cluster_in_the_same_words(tmp_p
         plan.resolve_cluster(commands.build_start_parser().parse_args(
             ["--cluster", str(cluster_file)]), environ={})
     with pytest.raises(UsageError) as task:
-        task_runner._validated_task(task_runner.parse_args(
+        worker_command._validated_task(worker_command.parse_args(
             ["--job", "worker", "--task", "0", "--cluster", str(cluster_file),
              "--logdir", str(tmp_path / "run")]))
     assert str(launcher.value) == str(task.value) == (

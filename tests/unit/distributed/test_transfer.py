@@ -1,7 +1,7 @@
 """Tensors moved between tasks in one message: each arrives whole, with its own dtype and shape.
 
 Two CPU devices of one process stand in for two tasks (a worker and a ps), as the variables
-of two ps tasks; a real cluster moving them is in test_task_runner.py and test_devices.py.
+of two ps tasks; a real cluster moving them is in test_worker_command.py and test_devices.py.
 """
 
 from __future__ import annotations

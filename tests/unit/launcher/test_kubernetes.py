@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from a3c_graph import worker as worker_command
 from a3c_graph.core.config import config_from_args
-from a3c_graph.distributed import task_runner
 from a3c_graph.distributed.cluster import non_loopback_hosts, resolve_task
 from a3c_graph.launcher import commands
 from a3c_graph.launcher.plan import resolve_cluster
@@ -67,7 +67,7 @@ def container_args(replica_spec: dict):
     container = tensorflow_container(replica_spec)
     command = [*container.get("command", []), *container.get("args", [])]
     assert command[:3] == ["python", "-m", "a3c_graph.worker"], command
-    return task_runner.parse_args(command[3:])
+    return worker_command.parse_args(command[3:])
 
 
 def replica_specs() -> dict[str, dict]:

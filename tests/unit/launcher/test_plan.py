@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from a3c_graph.cli import UsageError
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.launcher import resources
 from a3c_graph.launcher.plan import (
@@ -27,6 +26,7 @@ from a3c_graph.launcher.plan import (
     private_network_wanted,
     task_argv,
 )
+from a3c_graph.system.cli import UsageError
 
 GB = 10**9
 CLUSTER = {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]}

@@ -19,9 +19,8 @@ from pathlib import Path
 import portpicker
 import pytest
 
-from a3c_graph.cli import UsageError
+from a3c_graph import worker as worker_command
 from a3c_graph.core.config import config_from_args
-from a3c_graph.distributed import task_runner
 from a3c_graph.distributed.cluster import SLURM_DEFAULT_PORT, ClusterError, resolve_task
 from a3c_graph.launcher import commands, slurm_job
 from a3c_graph.launcher.plan import (
@@ -30,6 +29,7 @@ from a3c_graph.launcher.plan import (
     resolve_cluster,
     slurm_logdir,
 )
+from a3c_graph.system.cli import UsageError
 from tests.unit.distributed.test_worker_cli import usage_error
 
 REPO = Path(__file__).resolve().parents[3]
@@ -255,7 +255,7 @@ def test_each_launcher_starts_the_task_of_its_rank(slurm, tmp_path):
     # srun gives every launcher the same --logdir: each keeps its run in its own directory.
     assert plan.logdir == tmp_path / "run" / "worker_1"
     # The task gets the resolved cluster spelled out: the flags a task started by hand takes.
-    task_args = task_runner.parse_args(list(task.argv[3:]))
+    task_args = worker_command.parse_args(list(task.argv[3:]))
     assert task_args.ps_hosts == ",".join(plan.cluster["ps"])
     assert task_args.worker_hosts == ",".join(plan.cluster["worker"])
     assert (task_args.job, task_args.task, task_args.allow_remote) == ("worker", 1, True)
@@ -303,7 +303,7 @@ def test_the_sbatch_example_runs_the_worker_with_flags_it_accepts():
     command = srun_command()
     module = command.index("-m")
     assert command[module + 1] == "a3c_graph.worker"
-    args = task_runner.parse_args(command[module + 2:])
+    args = worker_command.parse_args(command[module + 2:])
     config_from_args(args)  # every A3C flag valid
     assert args.cluster == "slurm" and args.allow_remote and args.logdir
     assert "--distribution=block" in command[:module]  # what the resolver assumes
@@ -318,7 +318,7 @@ def test_the_sbatch_example_allocation_gives_every_task_its_place(slurm):
     step = Step(f"node[1-{nodes}]", f"{per_node}(x{nodes})",
                 tuple((f"node{i + 1}", per_node) for i in range(nodes)))
     command = srun_command()
-    args = task_runner.parse_args(command[command.index("-m") + 2:])
+    args = worker_command.parse_args(command[command.index("-m") + 2:])
     roles, clusters = [], []
     for rank in range(step.num_tasks):
         slurm.task(rank, step)

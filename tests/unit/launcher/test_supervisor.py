@@ -27,7 +27,7 @@ from a3c_graph.launcher.restarts import (
     restart_decision,
     run_verdict,
 )
-from a3c_graph.progress import Totals
+from a3c_graph.rundir.progress import Totals
 
 SHORT = 5.0  # seconds a process ran before it crashed: not healthy
 
@@ -116,7 +116,7 @@ def test_only_a_run_whose_workers_all_stopped_by_themselves_succeeds(exits, trai
 TRACEBACK = """\
 2026-11-23 12:00:00.1 I tensorflow/core/... Started server with target: grpc://localhost:1
 Traceback (most recent call last):
-  File "a3c_graph/distributed/task_runner.py", line 640, in <module>
+  File "a3c_graph/worker.py", line 640, in <module>
     exit_code = main()
                 ^^^^^^
   File "tests/support/faulty_env.py", line 54, in reset

@@ -8,8 +8,8 @@ from conftest import REPO, child_env
 
 PROBE = """
 import json, os, sys
-from a3c_graph.distributed.task_runner import _graph_mode_tensorflow
-tf = _graph_mode_tensorflow()
+from a3c_graph.system.process_env import graph_mode_tensorflow
+tf = graph_mode_tensorflow()
 from tensorflow.python.framework import test_util
 print(json.dumps({"onednn": test_util.IsMklEnabled(),
                   "keras_loaded": any(m == "keras" or m.startswith("keras.") for m in sys.modules),

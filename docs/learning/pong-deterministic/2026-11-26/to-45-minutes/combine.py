@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from a3c_graph.progress import read_history
+from a3c_graph.rundir.progress import read_history
 from benchmarks.suites.learning import TASKS, Curve, judge, plot_task, write_results
 
 task = TASKS["pong-deterministic"]

@@ -23,14 +23,14 @@ from typing import Any, NoReturn
 
 EXIT_CRASH = 1
 EXIT_USAGE = 2
-# A worker task's own statuses, which the supervisor reads (a3c_graph/distributed/task_runner.py).
+# A worker task's own statuses, which the supervisor reads (a3c_graph/worker.py).
 # EX_UNAVAILABLE: restarting it would not help (no ps in time, losses that stay NaN/inf).
 # Not 3, which is what `status` and `stop` say of a log dir with no live run (LSB's "not
 # running"); a worker gave up with 3 before.
 EXIT_GAVE_UP = 69
 EXIT_LOST_PS = 75  # EX_TEMPFAIL: the session to the ps broke; start it again
 # A task's, and then the launcher's: the log dir cannot be written (full, read-only, not
-# permitted: a3c_graph/storage.py); no restart can cure it.
+# permitted: a3c_graph/rundir/storage.py); no restart can cure it.
 EXIT_STORAGE = 74  # EX_IOERR
 # The launcher's `status` and `stop`: there is no live run in the log dir.
 EXIT_NOT_LIVE = 3

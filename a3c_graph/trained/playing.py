@@ -1,26 +1,142 @@
-"""Playing a checkpoint's policy: episodes one after the other (any env, and the recorded
-video), or whole Atari games at once as one batch (play_games); the GIF of a recording.
+"""Playing a checkpoint's policy: the checkpoint checked against the network
+(checked_checkpoint), every model evaluate asks for in a thread of its own (play_models),
+each playing episodes one after the other (any env, and the recorded video) or whole Atari
+games at once as one batch (play_games); the GIF of a recording.
 
-evaluation.py (the command and a3c_graph.evaluate) picks which for each model it plays.
+evaluation.py (the command and a3c_graph.evaluate) checks the flags and calls play_models
+once TensorFlow may load.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from a3c_graph.cli import UsageError
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from a3c_graph.core.config import is_atari
+from a3c_graph.core.envs import (
+    ATARI_FRAME_SKIP,
+    EnvBatch,
+    EnvError,
+    action_space,
+    env_info,
+    env_options,
+    make_env,
+)
+from a3c_graph.core.model import build_network, reset_state
+from a3c_graph.core.normalization import checkpointed_scale
+from a3c_graph.core.rollout import episode_ended
+from a3c_graph.rundir import checkpoints
+from a3c_graph.system import process_env
+from a3c_graph.system.cli import UsageError
+from a3c_graph.system.devices import devices_that_ran
+from a3c_graph.trained.recording import record_replay, renders_apart
+
+
+def checked_checkpoint(logdir: str, config, checkpoint: str | None, env_overridden: bool,
+                       warn: Callable[[str], None]) -> str:
+    """The checkpoint to play from `logdir` (the newest intact one unless `checkpoint` names
+    one), checked against the network `config` builds: UsageError (one line) for no
+    checkpoint, a damaged one, or one of a different network. Played models restore only
+    the global network, so the checkpoint's optimizer slots and counters are ignored.
+    """
+    advice = (f"--env {config.env} needs another network than the run's env" if env_overridden
+              else f"{os.path.join(logdir, 'config.json')} describes another network")
+    info = env_info(config.env, **env_options(config))
+    with tf.Graph().as_default():
+        scale, statistics = checkpointed_scale(config, info.obs_shape)
+        network = build_network(info.obs_shape, info.actions, config, "global",
+                                observation_scale=scale)
+        saver = tf.compat.v1.train.Saver(var_list=network.variables + statistics)
+        try:
+            if checkpoint:
+                checkpoints.check_checkpoint(checkpoint, saver, advice=advice)
+                return checkpoint
+            found = checkpoints.restorable_checkpoint(
+                logdir, saver, strict=False, advice=advice, restart_advice=False, warn=warn)
+        except checkpoints.CheckpointError as error:
+            raise UsageError(str(error)) from None
+    if found is None:
+        raise UsageError(f"no checkpoint in {logdir} (the chief writes the first one "
+                         "--checkpoint-secs after training starts)")
+    return found
+
+
+def play_models(args, configs, devices, say, warn) -> list[dict]:
+    """Every model's results (evaluation.ModelReturns' fields): each --logdir's checkpoint,
+    --copies times, as evaluate's `args` ask."""
+    models = []
+    try:
+        for logdir, config in zip(args.logdir, configs):
+            checkpoint = checked_checkpoint(logdir, config, args.checkpoint, bool(args.env),
+                                            warn)
+            models += [(logdir, config, checkpoint, copy) for copy in range(args.copies)]
+        # One ConfigProto for every session: GPU options are process-wide.
+        session_config = shared_session_config([d for d in devices if d],
+                                               args.gpu_memory_fraction)
+        return _play_concurrently(models, devices, session_config, args, say)
+    except EnvError as error:
+        raise UsageError(str(error)) from None
+
+
+def _play_concurrently(models, devices, session_config, args, say) -> list[dict]:
+    """Each model in a thread of its own (session.run releases the GIL), graph k pinned to
+    devices[k % len(devices)]; their results in order."""
+
+    def play(k: int, model) -> dict:
+        logdir, config, checkpoint, copy = model
+        device = devices[k % len(devices)]
+        label = f"model {k} ({device or 'any device'}): " if len(models) > 1 else ""
+        placement: dict = {}
+        seed = args.seed + 1000 * copy
+        atari = is_atari(config.env)
+        if atari and not args.record:  # whole games, stepped as one batch
+            returns, lengths = play_games(
+                config, checkpoint, args.episodes, seed, args.sample, device=device,
+                session_config=session_config, label=label, placement=placement, say=say,
+                min_agent_steps=args.min_agent_steps)
+        else:
+            returns, lengths = play_episodes(
+                config, checkpoint, args.episodes, seed, args.sample, device=device,
+                session_config=session_config, label=label, placement=placement,
+                video_dir=os.path.join(logdir, "videos") if args.record else None,
+                gif_seconds=args.gif, gif_speed=args.gif_speed, say=say,
+                min_agent_steps=args.min_agent_steps)
+        return dict(logdir=logdir, checkpoint=checkpoint, copy=copy, device=device,
+                    ran_on=placement.get("ran_on", []), returns=returns, lengths=lengths,
+                    frame_skip=ATARI_FRAME_SKIP if atari else 1)
+
+    with ThreadPoolExecutor(max_workers=len(models)) as pool:
+        futures = [pool.submit(play, k, model) for k, model in enumerate(models)]
+        return [future.result() for future in futures]
+
+
+def shared_session_config(devices: Sequence[str], memory_fraction: float | None = None):
+    """One ConfigProto for every session of a process that runs graphs on `devices`.
+
+    GPU options are process-wide, so all sessions get this same object. It asks for as many
+    logical CPU devices as the highest cpu:N needs (so cpu:1 is a device of its own, not
+    silently cpu:0), and soft placement for ops without a kernel on their device.
+    """
+    cpus = 1 + max([int(d.rsplit(":", 1)[1]) for d in devices if ":CPU:" in d] or [0])
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=True, device_count={"CPU": cpus})
+    if memory_fraction is None:
+        config.gpu_options.allow_growth = True
+    else:
+        config.gpu_options.per_process_gpu_memory_fraction = memory_fraction
+    return config
 
 
 def _recording_env(env, config, video_dir: str, name_prefix: str):
     """`env` (the run's, made rendering rgb frames) with its first episode recorded as an
     mp4."""
-    import gymnasium as gym
 
-    from a3c_graph.core.config import is_atari
-    from a3c_graph.core.envs import ATARI_FRAME_SKIP
 
     # One frame per agent step: an Atari step is 4 frames of the 60 Hz console.
     fps = 60 / ATARI_FRAME_SKIP if is_atari(config.env) else env.metadata.get("render_fps", 30)
@@ -49,10 +165,7 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
     video_dir: if given, the first episode is recorded there as an mp4, and with
       gif_seconds its first seconds as a GIF too, gif_speed times as fast.
     """
-    import gymnasium as gym
 
-    from a3c_graph.core.envs import env_options, make_env
-    from a3c_graph.recording import record_replay, renders_apart
 
     env = make_env(config.env, render_mode="rgb_array" if video_dir else None,
                    **env_options(config))
@@ -115,11 +228,7 @@ class _Policy(NamedTuple):
 def _one_env_policy(config, env, sample: bool, device: str | None) -> _Policy:
     """The acting graph of `config`'s network for `env`'s observations, its ops pinned to
     `device` (None: TF chooses)."""
-    import tensorflow as tf
 
-    from a3c_graph.core.envs import action_space
-    from a3c_graph.core.model import build_network
-    from a3c_graph.core.normalization import checkpointed_scale
 
     tf1 = tf.compat.v1
     graph = tf.Graph()
@@ -151,7 +260,6 @@ def _play_to_the_end(session, policy: _Policy, env, obs,
                      sent: list | None = None) -> tuple[float, int, bool]:
     """(return, steps, cut off by the time limit) of the episode `env` has just begun;
     `sent`, if given, gets each action as it was sent to env.step."""
-    import numpy as np
 
     total, steps, terminated, truncated = 0.0, 0, False, False
     if policy.network.recurrent:
@@ -185,7 +293,6 @@ def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
     numbers and seeds going on) until the games hold `min_agent_steps` agent steps in all:
     whole batches, so no game is cut short by the count and short games are not favoured.
     """
-    from a3c_graph.core.envs import EnvBatch, env_options
 
     returns: list[float] = []
     lengths: list[int] = []
@@ -206,12 +313,7 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
                 placement, say, first: int = 0) -> tuple[list[float], list[int]]:
     """One batch of play_games on the EnvBatch `batch` of `games` envs, its games numbered
     from first + 1."""
-    import numpy as np
-    import tensorflow as tf
 
-    from a3c_graph.core.model import build_network, reset_state
-    from a3c_graph.core.normalization import checkpointed_scale
-    from a3c_graph.core.rollout import episode_ended
 
     tf1 = tf.compat.v1
     info = batch.info
@@ -263,16 +365,13 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
 
 def _quiet_session(graph, session_config):
     """A session of `graph` started without TF's C++ start-up lines on stderr (process_env)."""
-    import tensorflow as tf
 
-    from a3c_graph.system import process_env
 
     with process_env.stderr_to_devnull():
         return tf.compat.v1.Session(graph=graph, config=session_config)
 
 
 def _restore(saver, session, checkpoint: str) -> None:
-    import tensorflow as tf
 
     try:
         saver.restore(session, checkpoint)
@@ -286,7 +385,7 @@ def write_gif(mp4: str, seconds: float, width: int = 160, speed: float = 1.0) ->
     """The first `seconds` of the video `mp4` as an animated GIF beside it, `width` pixels
     wide, played `speed` times as fast (moviepy, which RecordVideo wrote the mp4 with).
     Returns the GIF's path."""
-    from moviepy import VideoFileClip
+    from moviepy import VideoFileClip  # the atari extra's (setup.py), needed only here
 
     gif = os.path.splitext(mp4)[0] + ".gif"
     with VideoFileClip(mp4) as clip:
@@ -316,9 +415,7 @@ class _FirstRunTraced:
     def run(self, fetches, feed_dict=None, **kwargs):
         if self._placement is None or "ran_on" in self._placement or kwargs:
             return self._session.run(fetches, feed_dict, **kwargs)
-        import tensorflow as tf
 
-        from a3c_graph.system.devices import devices_that_ran
 
         tf1 = tf.compat.v1
         metadata = tf1.RunMetadata()

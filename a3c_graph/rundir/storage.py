@@ -28,7 +28,7 @@ import os
 import re
 from pathlib import Path
 
-from a3c_graph.checkpoints import CheckpointError, read_checkpoint_state
+from a3c_graph.rundir.run_config import CheckpointError, read_checkpoint_state
 
 FULL = "no space left on the device"
 QUOTA = "the disk quota is exceeded"

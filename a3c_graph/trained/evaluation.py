@@ -25,11 +25,17 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from a3c_graph.cli import OneLineParser, UsageError, fail
+from a3c_graph.rundir.run_config import CheckpointError, read_run_config
 from a3c_graph.system import process_env
+from a3c_graph.system.cli import OneLineParser, UsageError, fail
+from a3c_graph.system.devices import (
+    DeviceError,
+    check_devices_visible,
+    check_memory_fraction,
+    parse_device_list,
+)
 
 PROG = "a3c_graph.evaluate"
 DESCRIPTION = ("Play episodes with a trained agent: ``python -m a3c_graph.evaluate --logdir D "
@@ -81,7 +87,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_run_config(logdir: str):
-    from a3c_graph.checkpoints import CheckpointError, read_run_config
 
     try:
         config = read_run_config(logdir)
@@ -91,42 +96,6 @@ def load_run_config(logdir: str):
         path = os.path.join(logdir, "config.json")
         raise UsageError(f"{path} not found: is {logdir} the log dir of a training run?")
     return config
-
-
-def checked_checkpoint(logdir: str, config, checkpoint: str | None, env_overridden: bool,
-                       warn: Callable[[str], None]) -> str:
-    """The checkpoint to play from `logdir` (the newest intact one unless `checkpoint` names
-    one), checked against the network `config` builds: UsageError (one line) for no
-    checkpoint, a damaged one, or one of a different network. Played models restore only
-    the global network, so the checkpoint's optimizer slots and counters are ignored.
-    """
-    import tensorflow as tf
-
-    from a3c_graph import checkpoints
-    from a3c_graph.core.envs import env_info, env_options
-    from a3c_graph.core.model import build_network
-    from a3c_graph.core.normalization import checkpointed_scale
-
-    advice = (f"--env {config.env} needs another network than the run's env" if env_overridden
-              else f"{os.path.join(logdir, 'config.json')} describes another network")
-    info = env_info(config.env, **env_options(config))
-    with tf.Graph().as_default():
-        scale, statistics = checkpointed_scale(config, info.obs_shape)
-        network = build_network(info.obs_shape, info.actions, config, "global",
-                                observation_scale=scale)
-        saver = tf.compat.v1.train.Saver(var_list=network.variables + statistics)
-        try:
-            if checkpoint:
-                checkpoints.check_checkpoint(checkpoint, saver, advice=advice)
-                return checkpoint
-            found = checkpoints.restorable_checkpoint(
-                logdir, saver, strict=False, advice=advice, restart_advice=False, warn=warn)
-        except checkpoints.CheckpointError as error:
-            raise UsageError(str(error)) from None
-    if found is None:
-        raise UsageError(f"no checkpoint in {logdir} (the chief writes the first one "
-                         "--checkpoint-secs after training starts)")
-    return found
 
 
 @dataclass(frozen=True)
@@ -212,28 +181,13 @@ def evaluate_runs(args: argparse.Namespace, say: Callable[[str], None],
             config = dataclasses.replace(config, env=args.env)
         configs.append(config)
     with process_env.set_while_running(PLAY_ENVIRONMENT):
-        # Before any TF import: TF's C++ start-up lines stay off the command's stderr.
+        # TF loads here, once every flag is checked, with its C++ start-up lines off the
+        # command's stderr (docs/architecture.md, "Where TensorFlow loads").
         process_env.import_tensorflow_quietly()
-        return Evaluation(_play(args, configs, devices, say, warn))
+        from a3c_graph.trained import playing
 
-
-def _play(args, configs, devices, say, warn) -> list[ModelReturns]:
-    """Every model's results: each --logdir's checkpoint, --copies times."""
-    from a3c_graph.core.envs import EnvError
-    from a3c_graph.system.devices import shared_session_config
-
-    models = []
-    try:
-        for logdir, config in zip(args.logdir, configs):
-            checkpoint = checked_checkpoint(logdir, config, args.checkpoint, bool(args.env),
-                                            warn)
-            models += [(logdir, config, checkpoint, copy) for copy in range(args.copies)]
-        # One ConfigProto for every session: GPU options are process-wide.
-        session_config = shared_session_config([d for d in devices if d],
-                                               args.gpu_memory_fraction)
-        return _play_concurrently(models, devices, session_config, args, say)
-    except EnvError as error:
-        raise UsageError(str(error)) from None
+        return Evaluation([ModelReturns(**model)
+                           for model in playing.play_models(args, configs, devices, say, warn)])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -251,12 +205,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _checked_devices(args) -> list:
     """--devices as canonical names ([None]: no pinning), checked before TF starts (TF would
     only log an invalid GPU among its start-up lines and carry on)."""
-    from a3c_graph.system.devices import (
-        DeviceError,
-        check_devices_visible,
-        check_memory_fraction,
-        parse_device_list,
-    )
 
     try:
         check_memory_fraction(args.gpu_memory_fraction)
@@ -267,42 +215,6 @@ def _checked_devices(args) -> list:
         return devices
     except DeviceError as error:
         raise UsageError(str(error)) from None
-
-
-def _play_concurrently(models, devices, session_config, args, say) -> list[ModelReturns]:
-    """Each model in a thread of its own (session.run releases the GIL), graph k pinned to
-    devices[k % len(devices)]; their results in order."""
-
-    from a3c_graph.core.config import is_atari
-    from a3c_graph.core.envs import ATARI_FRAME_SKIP
-    from a3c_graph.playing import play_episodes, play_games
-
-    def play(k: int, model) -> ModelReturns:
-        logdir, config, checkpoint, copy = model
-        device = devices[k % len(devices)]
-        label = f"model {k} ({device or 'any device'}): " if len(models) > 1 else ""
-        placement: dict = {}
-        seed = args.seed + 1000 * copy
-        atari = is_atari(config.env)
-        if atari and not args.record:  # whole games, stepped as one batch
-            returns, lengths = play_games(
-                config, checkpoint, args.episodes, seed, args.sample, device=device,
-                session_config=session_config, label=label, placement=placement, say=say,
-                min_agent_steps=args.min_agent_steps)
-        else:
-            returns, lengths = play_episodes(
-                config, checkpoint, args.episodes, seed, args.sample, device=device,
-                session_config=session_config, label=label, placement=placement,
-                video_dir=os.path.join(logdir, "videos") if args.record else None,
-                gif_seconds=args.gif, gif_speed=args.gif_speed, say=say,
-                min_agent_steps=args.min_agent_steps)
-        return ModelReturns(logdir=logdir, checkpoint=checkpoint, copy=copy, device=device,
-                            ran_on=placement.get("ran_on", []), returns=returns,
-                            lengths=lengths, frame_skip=ATARI_FRAME_SKIP if atari else 1)
-
-    with ThreadPoolExecutor(max_workers=len(models)) as pool:
-        futures = [pool.submit(play, k, model) for k, model in enumerate(models)]
-        return [future.result() for future in futures]
 
 
 if __name__ == "__main__":

@@ -38,8 +38,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c_graph.cli import OneLineParser, UsageError, fail
+from a3c_graph.core.config import is_atari, resolve_policy
 from a3c_graph.system import process_env
+from a3c_graph.system.cli import OneLineParser, UsageError, fail
+from a3c_graph.trained.evaluation import load_run_config
 
 PROG = "a3c_graph.export"
 SIGNATURE = "act"
@@ -61,7 +63,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def policy_metadata(config, info, checkpoint: str) -> dict:
     """What a user of the SavedModel must know to feed it (policy.json)."""
-    from a3c_graph.core.config import is_atari, resolve_policy
 
     data = {"format": "a3c_graph policy 1", "signature": SIGNATURE, "env": config.env,
             "observation_shape": list(info.obs_shape), "observation_dtype": str(info.obs_dtype),
@@ -99,20 +100,22 @@ def export_policy(logdir: str, out: str, checkpoint: str | None = None,
     """Write the policy of the run in `logdir` as a SavedModel at `out`; its path. UsageError
     (one line, nothing written) for a log dir without a usable config or checkpoint, or an
     `out` that exists without `force`."""
-    from a3c_graph.evaluation import checked_checkpoint, load_run_config
-
     target = Path(out)
     if target.exists() and not force:
         raise UsageError(f"{target} exists; give --force to replace it")
     config = load_run_config(logdir)
-    # TF's C++ start-up lines would break the one-line error contract of what follows.
+    # TF loads here, once the flags are checked, with its C++ start-up lines off stderr
+    # (docs/architecture.md, "Where TensorFlow loads").
     process_env.import_tensorflow_quietly()
+    from a3c_graph.trained import playing, saved_model
+
     with process_env.set_while_running():
-        found = checked_checkpoint(logdir, config, checkpoint, False, warn=lambda _: None)
+        found = playing.checked_checkpoint(logdir, config, checkpoint, False,
+                                           warn=lambda _: None)
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
         try:
-            info = _write_saved_model(config, found, staging / "model")
+            info = saved_model.write_saved_model(config, found, staging / "model", SIGNATURE)
             (staging / "model" / "assets.extra").mkdir(exist_ok=True)
             (staging / "model" / METADATA).write_text(
                 json.dumps(policy_metadata(config, info, found), indent=2) + "\n")
@@ -124,74 +127,12 @@ def export_policy(logdir: str, out: str, checkpoint: str | None = None,
     return target
 
 
-def _write_saved_model(config, checkpoint: str, path: Path):
-    """The global network restored from `checkpoint`, saved with the act signature; the
-    env's EnvInfo."""
-    import tensorflow as tf
-
-    from a3c_graph.core.envs import env_info, env_options
-    from a3c_graph.core.model import build_network
-    from a3c_graph.core.normalization import checkpointed_scale
-
-    tf1 = tf.compat.v1
-    info = env_info(config.env, **env_options(config))
-    with tf.Graph().as_default() as graph:
-        obs = tf1.placeholder(tf.as_dtype(info.obs_dtype), [None, *info.obs_shape],
-                              name="observations")
-        scale, statistics = checkpointed_scale(config, info.obs_shape)
-        network = build_network(info.obs_shape, info.actions, config, "global",
-                                observation_scale=scale)
-        inputs = {"observations": obs}
-        outputs = {}
-        if network.recurrent:
-            state = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
-            inputs["state"] = state
-            policy, values, outputs["state"] = network.step(obs, state)
-        else:
-            policy, values = network(obs)
-        outputs.update(_policy_outputs(network, policy), value=tf.identity(values, "value"))
-        saver = tf1.train.Saver(var_list=network.variables + statistics)
-        # The TF1 SavedModel builder warns that it is TF1 API on every use; this is on purpose.
-        verbosity = tf1.logging.get_verbosity()
-        tf1.logging.set_verbosity(tf1.logging.ERROR)
-        try:
-            with process_env.stderr_to_devnull():  # the session's cuInit line, no GPU
-                session = tf1.Session(graph=graph)
-            with session:
-                saver.restore(session, checkpoint)
-                builder = tf1.saved_model.Builder(str(path))
-                signature = tf1.saved_model.predict_signature_def(inputs, outputs)
-                builder.add_meta_graph_and_variables(
-                    session, [tf1.saved_model.SERVING],
-                    signature_def_map={SIGNATURE: signature}, strip_default_attrs=True)
-                builder.save()
-        finally:
-            tf1.logging.set_verbosity(verbosity)
-    return info
-
-
 def _action_space(actions) -> dict:
     """policy.json's account of the actions: Discrete n, or a Box's shape and bounds."""
     if not actions.continuous:
         return {"type": "Discrete", "n": actions.n}
     return {"type": "Box", "shape": [actions.n], "low": list(actions.low),
             "high": list(actions.high)}
-
-
-def _policy_outputs(network, policy) -> dict:
-    """The act signature's policy outputs (the module docstring lists them)."""
-    import tensorflow as tf
-
-    distribution = network.distribution
-    if not network.actions.continuous:
-        return {"logits": tf.identity(policy, "logits"),
-                "greedy_action": tf.cast(distribution.mode(policy), tf.int64,
-                                         name="greedy_action"),
-                "sampled_action": tf.cast(distribution.sample(policy), tf.int64,
-                                          name="sampled_action")}
-    return {"greedy_action": tf.identity(distribution.mode(policy), "greedy_action"),
-            "sampled_action": tf.identity(distribution.sample(policy), "sampled_action"),
-            "log_std": tf.identity(distribution.split(policy)[1], "log_std")}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Recording a MuJoCo episode in a process of its own: ``python -m a3c_graph.recording``.
+"""Recording a MuJoCo episode in a process of its own: ``python -m a3c_graph.trained.recording``.
 
 MuJoCo's headless renderer (EGL) and TensorFlow cannot share a process: once TensorFlow is
 loaded, the first rendered frame ends the process with a segmentation fault (mujoco 3.3.7 and
@@ -20,9 +20,13 @@ import os
 import subprocess
 import sys
 
-from a3c_graph.cli import UsageError
+import gymnasium as gym
+import numpy as np
 
-PROG = "a3c_graph.recording"
+from a3c_graph.core.envs import make_env
+from a3c_graph.system.cli import UsageError
+
+PROG = "a3c_graph.trained.recording"
 
 
 def renders_apart(env) -> bool:
@@ -41,7 +45,7 @@ def record_replay(env_id: str, options: dict, seed: int, actions, video_dir: str
             "video_dir": video_dir, "name_prefix": name_prefix}
     # EGL renders without a display; a user's own MUJOCO_GL (osmesa, glfw) is kept.
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
-    result = subprocess.run([sys.executable, "-m", "a3c_graph.recording"],
+    result = subprocess.run([sys.executable, "-m", "a3c_graph.trained.recording"],
                             input=json.dumps(spec), capture_output=True, text=True, env=env)
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines()
@@ -52,10 +56,7 @@ def record_replay(env_id: str, options: dict, seed: int, actions, video_dir: str
 
 
 def _replay(spec: dict) -> tuple[float, int]:
-    import gymnasium as gym
-    import numpy as np
 
-    from a3c_graph.core.envs import make_env
 
     env = make_env(spec["env"], render_mode="rgb_array", **spec["options"])
     env = gym.wrappers.RecordVideo(env, spec["video_dir"], episode_trigger=lambda e: e == 0,
