@@ -302,86 +302,108 @@ def finished_episodes(rollout: dict):
             tf.boolean_mask(rollout["episode_lengths"], ended))
 
 
-def ps_tasks_in_order(globals_: Globals) -> dict[str, list[int]]:
-    """{ps device: indices of the global variables on it}, the statistics' ps first: with one
-    ps task the optimizer's names are then those of a single shared optimizer, so
-    checkpoints of either read the same."""
-    groups = transfer.devices_of(globals_.network.variables)
-    stats_device = globals_.stats.device
-    return {stats_device: groups.get(stats_device, []),
-            **{device: indices for device, indices in groups.items() if device != stats_device}}
-
-
 def exchange_with_ps(globals_: Globals, local: LocalCopy, learner: Learner, task: int,
                      worker_device: str, config: A3CConfig) -> Counters:
-    """The learner's round trip: one message from this worker to each ps task and one back
-    (transfer.moved), and nothing between ps tasks.
+    """The learner's round trip, as A3C says it: the gradients go to the globals and are
+    applied there, the rollout's episodes are counted, and the updated globals come back
+    into the local copy. Returns the cluster's counters on this worker, once the local copy
+    is refreshed.
 
-    To each ps task go the gradients of its variables and the learning rate; to the ps of
-    the statistics also the rollout's finished episodes (and its observations' sums). Each
-    ps task applies its own
-    variables' update with an Adam of its own: one shared optimizer would keep its beta
-    powers beside the first variable and the learning rate on one task, and every other ps
-    task would read them across the network on every update (docs/ps_capacity.md counts
-    those RPCs). Back come each task's updated variables, which refresh the local copy, and
-    from the statistics' ps the counters (and the observation scale). Returns the Counters
-    on this worker, once the local copy is refreshed.
-    """
-    variables, stats = globals_.network.variables, globals_.stats
-    gradients = learner.update.gradients
-    groups = ps_tasks_in_order(globals_)
+    Over several ps tasks (ps_shards: what each holds) it is one message from this worker to
+    each ps task and one back (transfer.moved), and nothing between ps tasks."""
+    shards = ps_shards(globals_)
     returned = {}
-    for device, indices in groups.items():
-        is_stats_ps = device == stats.device
-        outgoing = [gradients[i] for i in indices] + [learner.learning_rate]
-        if is_stats_ps:  # the episodes' returns last: the one tensor without a static shape
-            outgoing.extend(learner.observation_sums or [])
-            outgoing.append(learner.finished_returns)
+    for shard in shards:
         with tf.name_scope("to_ps"):
-            arrived = transfer.moved(outgoing, source=worker_device, destination=device)
-        with tf1.device(device):
-            # Adam's beta powers are named by the name scope they are made in: none here,
-            # as in every checkpoint written so far.
-            applied = apply_to_globals(
-                arrived[:len(indices)], [variables[i] for i in indices], arrived[len(indices)],
-                config, global_step=globals_.global_step if is_stats_ps else None,
-                ps_task=None if is_stats_ps else tf1.DeviceSpec.from_string(device).task)
-            if is_stats_ps:
-                sums, returns = arrived[len(indices) + 1:-1], arrived[-1]
-                with tf.control_dependencies([applied]):
-                    applied = stats.record(task, returns, learner.rollout_steps)
-                    if sums:
-                        applied = tf.group(applied, globals_.observations.add(sums))
-        returned[device] = _back_from_ps(globals_, indices, device, applied, worker_device)
-    return _refresh_local_copy(local, globals_, groups, returned, worker_device)
+            arrived = transfer.moved(message_to_ps(shard, learner),
+                                     source=worker_device, destination=shard.device)
+        with tf1.device(shard.device):
+            applied = apply_on_ps(shard, arrived, globals_, learner, task, config)
+        returned[shard.device] = back_from_ps(globals_, shard, applied, worker_device)
+    return refresh_local_copy(local, globals_, shards, returned, worker_device)
 
 
-def _back_from_ps(globals_: Globals, indices: list[int], device: str, after: tf.Operation,
-                  worker_device: str) -> list[tf.Tensor]:
-    """The values of the variables `indices` of ps task `device` once `after` has run, and
-    from the statistics' ps the counters too (then the observation scale, if normalized),
-    moved to this worker in one message."""
+@dataclass(frozen=True)
+class PsShard:
+    """The part of the globals one ps task holds: the indices of its network variables and,
+    for the first ps task, global_step and the episode (and observation) statistics."""
+
+    device: str
+    indices: list[int]
+    holds_statistics: bool
+
+
+def ps_shards(globals_: Globals) -> list[PsShard]:
+    """The ps tasks the globals live on, the statistics' ps first: with one ps task the
+    optimizer's names are then those of a single shared optimizer, so checkpoints of either
+    read the same."""
+    groups = transfer.devices_of(globals_.network.variables)
+    stats_device = globals_.stats.device
+    return [PsShard(stats_device, groups.get(stats_device, []), True)] + [
+        PsShard(device, indices, False)
+        for device, indices in groups.items() if device != stats_device]
+
+
+def message_to_ps(shard: PsShard, learner: Learner) -> list[tf.Tensor]:
+    """What goes to one ps task: the gradients of its variables and the learning rate; to
+    the statistics' ps also the rollout's observation sums (if normalized) and its finished
+    episodes' returns, last, the one tensor without a static shape."""
+    message = [learner.update.gradients[i] for i in shard.indices] + [learner.learning_rate]
+    if shard.holds_statistics:
+        message += (learner.observation_sums or []) + [learner.finished_returns]
+    return message
+
+
+def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
+                learner: Learner, task: int, config: A3CConfig) -> tf.Operation:
+    """On the ps task: its variables updated by their gradients at the learning rate
+    (apply_to_globals); on the statistics' ps also global_step advanced and, after the
+    update, the rollout's episodes and steps counted (and its observation sums added)."""
+    n = len(shard.indices)
+    gradients, learning_rate = arrived[:n], arrived[n]
+    # Adam's beta powers are named by the name scope they are made in: none here, as in
+    # every checkpoint written so far.
+    applied = apply_to_globals(
+        gradients, [globals_.network.variables[i] for i in shard.indices], learning_rate,
+        config, global_step=globals_.global_step if shard.holds_statistics else None,
+        ps_task=None if shard.holds_statistics else tf1.DeviceSpec.from_string(
+            shard.device).task)
+    if not shard.holds_statistics:
+        return applied
+    sums, returns = arrived[n + 1:-1], arrived[-1]
+    with tf.control_dependencies([applied]):
+        counted = globals_.stats.record(task, returns, learner.rollout_steps)
+        if sums:
+            counted = tf.group(counted, globals_.observations.add(sums))
+    return counted
+
+
+def back_from_ps(globals_: Globals, shard: PsShard, after: tf.Operation,
+                 worker_device: str) -> list[tf.Tensor]:
+    """What comes back from one ps task once `after` has run, in one message: its variables'
+    values and, from the statistics' ps, the counters (then the observation scale, if
+    normalized)."""
     with tf.name_scope("from_ps"):
-        with tf1.device(device), tf.control_dependencies([after]):
-            outgoing = [globals_.network.variables[i].read_value() for i in indices]
-            if device == globals_.stats.device:
-                outgoing.extend(globals_.stats.counters(globals_.global_step))
+        with tf1.device(shard.device), tf.control_dependencies([after]):
+            message = [globals_.network.variables[i].read_value() for i in shard.indices]
+            if shard.holds_statistics:
+                message.extend(globals_.stats.counters(globals_.global_step))
                 if globals_.observations is not None:
-                    outgoing.extend(globals_.observations.scale())
+                    message.extend(globals_.observations.scale())
         # Outside the control dependency: the worker's unpacking of the message would
         # otherwise wait on the ps's op by a message of its own.
-        return transfer.moved(outgoing, source=device, destination=worker_device)
+        return transfer.moved(message, source=shard.device, destination=worker_device)
 
 
-def _refresh_local_copy(local: LocalCopy, globals_: Globals, groups: dict[str, list[int]],
-                        returned: dict[str, list], worker_device: str) -> Counters:
-    """The local copy assigned the globals' values that came back (`groups` says which
-    variables each ps task sent: ps_tasks_in_order), their version and the observation
-    scale, then the counters."""
+def refresh_local_copy(local: LocalCopy, globals_: Globals, shards: list[PsShard],
+                       returned: dict[str, list], worker_device: str) -> Counters:
+    """The local copy assigned the globals' values that came back, with their version and
+    the observation scale; then the counters."""
     with tf1.device(worker_device), tf.name_scope("refresh_local"):
-        from_stats_ps = returned[globals_.stats.device]
-        after_variables = from_stats_ps[len(groups[globals_.stats.device]):]
+        stats_shard = shards[0]
+        after_variables = returned[stats_shard.device][len(stats_shard.indices):]
         counters = Counters(*after_variables[:len(Counters._fields)])
+        groups = {shard.device: shard.indices for shard in shards}
         refreshed = [assign_op(local.network, transfer.in_variable_order(groups, returned),
                                "refresh_local"),
                      local.version.assign(counters.global_step)]
@@ -506,7 +528,7 @@ def count_on_ps(globals_: Globals, local: LocalCopy, rollout: dict, queue: Rollo
             counted = stats.record(task, arrived, steps)
             with tf.control_dependencies([counted]):
                 counted = globals_.global_step.assign_add(1)
-        back = _back_from_ps(globals_, [], stats.device, counted, worker_device)
+        back = back_from_ps(globals_, PsShard(stats.device, [], True), counted, worker_device)
     with tf1.device(worker_device):
         zero = tf.constant(0.0)
         no_lag = tf.constant(0, tf.int64)

@@ -126,10 +126,11 @@ MUTATIONS = [
              "_gradient[2]",
              "the local copy not refreshed after an update"),
     Mutation("same-shape-pairing", "a3c_graph/distributed/worker_graph.py",
-             "    gradients = learner.update.gradients\n",
+             "    message = [learner.update.gradients[i] for i in shard.indices]",
              "    gradients = list(learner.update.gradients)\n"
              "    # the two towers' first layers: the same shape\n"
-             "    gradients[0], gradients[6] = gradients[6], gradients[0]\n",
+             "    gradients[0], gradients[6] = gradients[6], gradients[0]\n"
+             "    message = [gradients[i] for i in shard.indices]",
              "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[2]",
              "gradients applied to another variable of the same shape"),
@@ -198,10 +199,10 @@ MUTATIONS = [
              'rewards = rollout["rewards"]',
              "tests/unit/core/test_learner.py::test_clipped_rewards_learn_from_the_sign_of_each_reward_only",
              "--clip-rewards ignored"),
-    Mutation("saver-slots", "a3c_graph/distributed/worker_graph.py",
-             "saver = tf1.train.Saver(max_to_keep=3,",
-             'saver = tf1.train.Saver([v for v in tf1.global_variables() if "Adam" not in '
-             "v.name], max_to_keep=3,",
+    Mutation("saver-slots", "a3c_graph/rundir/checkpoints.py",
+             "return tf1.train.Saver(max_to_keep=KEEP,",
+             'return tf1.train.Saver([v for v in tf1.global_variables() if "Adam" not in '
+             "v.name], max_to_keep=KEEP,",
              "tests/cluster/test_worker_graph_cluster.py::test_a_resumed_run_restores_every_weight_and_adam_slot_of_the"
              "_checkpoint",
              "checkpoints without Adam's slots"),
