@@ -178,8 +178,6 @@ def threads_available() -> int | None:
     """How many more threads this machine lets us start now, or None if it cannot tell: the
     least of what the kernel (threads-max, and pid_max: a thread takes a pid), this cgroup
     (pids.max) and, but for root, RLIMIT_NPROC leave."""
-
-
     left = []
     running = _threads_running()
     for path in ("/proc/sys/kernel/threads-max", "/proc/sys/kernel/pid_max"):

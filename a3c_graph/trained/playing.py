@@ -136,8 +136,6 @@ def shared_session_config(devices: Sequence[str], memory_fraction: float | None 
 def _recording_env(env, config, video_dir: str, name_prefix: str):
     """`env` (the run's, made rendering rgb frames) with its first episode recorded as an
     mp4."""
-
-
     # One frame per agent step: an Atari step is 4 frames of the 60 Hz console.
     fps = 60 / ATARI_FRAME_SKIP if is_atari(config.env) else env.metadata.get("render_fps", 30)
     try:
@@ -165,8 +163,6 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
     video_dir: if given, the first episode is recorded there as an mp4, and with
       gif_seconds its first seconds as a GIF too, gif_speed times as fast.
     """
-
-
     env = make_env(config.env, render_mode="rgb_array" if video_dir else None,
                    **env_options(config))
     name_prefix = f"{os.path.basename(checkpoint)}-seed{seed}"
@@ -228,8 +224,6 @@ class _Policy(NamedTuple):
 def _one_env_policy(config, env, sample: bool, device: str | None) -> _Policy:
     """The acting graph of `config`'s network for `env`'s observations, its ops pinned to
     `device` (None: TF chooses)."""
-
-
     tf1 = tf.compat.v1
     graph = tf.Graph()
     with graph.as_default(), graph.device(device):
@@ -313,8 +307,6 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
                 placement, say, first: int = 0) -> tuple[list[float], list[int]]:
     """One batch of play_games on the EnvBatch `batch` of `games` envs, its games numbered
     from first + 1."""
-
-
     tf1 = tf.compat.v1
     info = batch.info
     graph = tf.Graph()
@@ -365,8 +357,6 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
 
 def _quiet_session(graph, session_config):
     """A session of `graph` started without TF's C++ start-up lines on stderr (process_env)."""
-
-
     with process_env.stderr_to_devnull():
         return tf.compat.v1.Session(graph=graph, config=session_config)
 

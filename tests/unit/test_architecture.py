@@ -122,3 +122,12 @@ def test_the_commands_check_their_flags_before_tensorflow_loads():
                          cwd=REPO, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["['gymnasium']"] or ran.stdout.strip() == "[]"
+
+
+def test_no_function_of_the_package_is_over_60_lines():
+    long = [f"{path.relative_to(REPO)}:{node.name} ({node.end_lineno - node.lineno + 1})"
+            for path in sorted((REPO / "a3c_graph").rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > 60]
+    assert long == []
