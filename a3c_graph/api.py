@@ -36,12 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from a3c_graph.core.config import A3CConfig, config_to_argv
-from a3c_graph.launcher import commands
-from a3c_graph.launcher.options import LaunchOptions
-from a3c_graph.launcher.plan import plan_start
-from a3c_graph.launcher.supervisor import LAUNCHER_SIGNALS, PROGRESS_LINE_SECS
 from a3c_graph.system.cli import StopSignals, UsageError, as_flags
-from a3c_graph.trained import evaluation, exporting
 
 if TYPE_CHECKING:
     from a3c_graph.rundir.progress import Totals
@@ -89,6 +84,9 @@ def train(config: A3CConfig | None = None, *, workers: int | None = None,
     that reaches the main thread while it waits here stops the run in order, then goes on to
     the caller's own handler (a KeyboardInterrupt for SIGINT, by default).
     """
+    from a3c_graph.launcher import commands
+    from a3c_graph.launcher.options import LaunchOptions
+    from a3c_graph.launcher.plan import plan_start
 
     options = LaunchOptions(workers=workers, ps=ps, logdir=logdir, cluster=cluster, tasks=tasks,
                             port=port, allow_remote=allow_remote, max_restarts=max_restarts,
@@ -128,6 +126,7 @@ def evaluate(logdir: str | os.PathLike | Sequence[str | os.PathLike], *,
     the command's one line, for bad input: a log dir with no run or no checkpoint, a
     checkpoint of another network, a bad option.
     """
+    from a3c_graph.trained import evaluation
 
     logdirs = [logdir] if isinstance(logdir, (str, os.PathLike)) else list(logdir)
     argv = [flag for path in logdirs for flag in ("--logdir", os.fspath(path))]
@@ -145,6 +144,7 @@ def export(logdir: str | os.PathLike, out: str | os.PathLike, *,
     `out`. Its "act" signature and policy.json: a3c_graph/trained/exporting.py. Raises ValueError,
     with the command's one line, for a log dir without a run or a checkpoint, or an `out`
     that exists (unless force)."""
+    from a3c_graph.trained import exporting
 
     with usage_as_value_error(), environment_as_found():
         return str(exporting.export_policy(os.fspath(logdir), os.fspath(out), checkpoint,
@@ -181,6 +181,7 @@ def environment_as_found() -> Iterator[None]:
 def stop_signals() -> Iterator[Any]:
     """The launcher's StopSignals, installed only on the main thread (the only one Python
     delivers signals to), with the caller's handlers back afterwards."""
+    from a3c_graph.launcher.supervisor import LAUNCHER_SIGNALS
 
     signals = StopSignals(LAUNCHER_SIGNALS)
     if threading.current_thread() is not threading.main_thread():
@@ -202,6 +203,8 @@ def _supervise_in_own_thread(plan, signals, on_progress) -> tuple[dict, str | No
     """commands.supervise(plan) in a thread of its own (which alone enters the private
     network), while this one reports the supervisor's progress readings (its on_progress
     hook) to the logger and to `on_progress`; (the summary, the run's error line)."""
+    from a3c_graph.launcher import commands
+    from a3c_graph.launcher.supervisor import PROGRESS_LINE_SECS
 
     result: dict[str, Any] = {}
     readings: queue.SimpleQueue = queue.SimpleQueue()

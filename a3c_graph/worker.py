@@ -128,8 +128,9 @@ def main(argv=None) -> int:
         return fail(PROG, error)
     spec, config, run, device = task
     process_env.graph_mode_tensorflow()
-    # The modules that use TF, once every flag is checked (docs/architecture.md, "Where
-    # TensorFlow loads"); a test stands in for a task by replacing run_ps or run_worker there.
+    # The modules that use TF, once every flag is checked (docs/architecture.md, "Where the
+    # heavy imports load"); a test stands in for a task by replacing run_ps or run_worker
+    # there.
     from a3c_graph.distributed import ps_task, sessions, worker_task
 
     try:

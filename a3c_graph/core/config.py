@@ -28,8 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as gym
-
 from a3c_graph.system.cli import as_flags
 
 PRESET_CHOICES = ("auto", "cartpole", "atari", "minatar", "continuous")
@@ -398,6 +396,10 @@ def resolve_preset(preset: str, env: str) -> str:
 def has_box_actions(env_id: str) -> bool:
     """Whether Gymnasium makes `env_id` with a Box action space. An id it cannot make counts
     as not: the env's own error is told in one line where the run makes it (envs.py)."""
+    # Here, not at the top: the config (and so the Python API) imports without gymnasium
+    # and numpy (docs/architecture.md, "Where the heavy imports load").
+    import gymnasium as gym
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a deprecated version's warning is envs.py's to tell
         try:

@@ -91,7 +91,7 @@ def import_tensorflow_quietly():
 def graph_mode_tensorflow():
     """`import tensorflow` for a graph-mode program, once its flags are checked: DEFAULTS set
     for good (before_tf_import), eager execution off. The commands call it before they
-    import the modules that use TF (docs/architecture.md, "Where TensorFlow loads")."""
+    import the modules that use TF (docs/architecture.md, "Where the heavy imports load")."""
     before_tf_import()
     import tensorflow as tf
 

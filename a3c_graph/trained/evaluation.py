@@ -182,7 +182,7 @@ def evaluate_runs(args: argparse.Namespace, say: Callable[[str], None],
         configs.append(config)
     with process_env.set_while_running(PLAY_ENVIRONMENT):
         # TF loads here, once every flag is checked, with its C++ start-up lines off the
-        # command's stderr (docs/architecture.md, "Where TensorFlow loads").
+        # command's stderr (docs/architecture.md, "Where the heavy imports load").
         process_env.import_tensorflow_quietly()
         from a3c_graph.trained import playing
 

@@ -105,7 +105,7 @@ def export_policy(logdir: str, out: str, checkpoint: str | None = None,
         raise UsageError(f"{target} exists; give --force to replace it")
     config = load_run_config(logdir)
     # TF loads here, once the flags are checked, with its C++ start-up lines off stderr
-    # (docs/architecture.md, "Where TensorFlow loads").
+    # (docs/architecture.md, "Where the heavy imports load").
     process_env.import_tensorflow_quietly()
     from a3c_graph.trained import playing, saved_model
 

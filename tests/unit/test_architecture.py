@@ -59,11 +59,14 @@ def test_the_worker_graph_is_one_short_function_of_named_steps():
             "build_sync"} <= called
 
 
-# Where TensorFlow loads (docs/architecture.md): a module that uses TF imports it at its top;
-# code that runs before TF may load imports such a module inside the function that crosses
-# over, once process_env has set TF's environment. The only other imports inside functions
-# are the optional packages, imported where an env or a GIF first needs them.
+# Where the heavy imports load (docs/architecture.md): a module that uses TF imports it at its
+# top; code that runs before TF may load imports such a module inside the function that
+# crosses over, once process_env has set TF's environment. The only other imports inside
+# functions: the Python API's (each function imports what it needs, so `import a3c_graph`
+# stays light), gymnasium where the config must make an env, and the optional packages
+# where an env or a GIF first needs them.
 OPTIONAL = {"ale_py", "minatar", "moviepy"}
+LIGHT_ON_IMPORT = {"a3c_graph/api.py": None, "a3c_graph/core/config.py": "gymnasium"}
 
 
 @functools.cache
@@ -101,6 +104,9 @@ def _imports_inside_functions(path: Path) -> list[tuple[str, str]]:
 
 def _deferred_as_documented(place: str, module: str) -> bool:
     if module.split(".")[0] in OPTIONAL:
+        return True
+    path = place.split(":")[0]
+    if path in LIGHT_ON_IMPORT and LIGHT_ON_IMPORT[path] in (None, module):
         return True
     if module == "tensorflow":  # TF itself: only where its environment is set first
         return place.startswith("a3c_graph/system/process_env.py:")
