@@ -86,7 +86,7 @@ def _chief_checkpoints(spec, config, logdir: str, scaffold):
         return None, []
     try:
         return checkpoints.chief_checkpointing(
-            logdir, config, scaffold.saver, scaffold,
+            logdir, config, scaffold,
             warn=lambda message: print(f"{PROG}: warning: {message}", flush=True))
     except CheckpointError as error:
         raise UsageError(str(error)) from None

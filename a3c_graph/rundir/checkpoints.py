@@ -67,15 +67,15 @@ def build_saver() -> tf1.train.Saver:
     return tf1.train.Saver(max_to_keep=KEEP, sharded=False, save_relative_paths=True)
 
 
-def chief_checkpointing(logdir: str, config: A3CConfig, saver: tf1.train.Saver,
-                        scaffold: tf1.train.Scaffold, warn: Callable[[str], None]):
+def chief_checkpointing(logdir: str, config: A3CConfig, scaffold: tf1.train.Scaffold,
+                        warn: Callable[[str], None]):
     """(the checkpoint to restore or None, the session's hooks), for the chief: the log
-    dir's newest intact checkpoint if it fits this graph (CheckpointError if not), then
-    config.json written (what evaluate and export need to rebuild this run's network), and
-    the hook that saves every --checkpoint-secs and when the session ends. The restore
+    dir's newest intact checkpoint if it fits the scaffold's Saver (CheckpointError if not),
+    then config.json written (what evaluate and export need to rebuild this run's network),
+    and the hook that saves every --checkpoint-secs and when the session ends. The restore
     itself is the chief's session creator's (distributed/sessions.py), from the path
     returned here, and only when the ps no longer holds the globals."""
-    checkpoint = restorable_checkpoint(logdir, saver, warn=warn)
+    checkpoint = restorable_checkpoint(logdir, scaffold.saver, warn=warn)
     write_json_atomic(os.path.join(logdir, CONFIG_FILE), dataclasses.asdict(config))
     hooks = [tf1.train.CheckpointSaverHook(logdir, save_secs=config.checkpoint_secs,
                                            scaffold=scaffold)]
