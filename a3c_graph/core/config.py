@@ -46,10 +46,13 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
     return field(default=default, metadata={"help": help, **kw})
 
 
-# The samples per update (envs per worker x rollout length) on which --lag-tolerance was
-# measured: 15 workers of 8 envs x 20 steps held Pong stable at 4 and spiked at 8
-# (docs/learning/many-workers/runs.md). An update's step along the gradient's signal grows as
-# the square root of its samples, so the lag it tolerates falls as that.
+# The samples per update (envs per worker x rollout length) on which --lag-tolerance is
+# stated: 15 workers of 8 envs x 20 steps held Pong stable at 4 and spiked at 8; at 6, 2
+# workers' own lag (about 3.5 updates on CartPole, whose updates hold 256 samples) applies
+# at the full rate, where 4 cost CartPole 14 % more env steps to solve
+# (docs/learning/many-workers/runs.md). An update's step along the
+# gradient's signal grows as the square root of its samples, so the lag it tolerates falls
+# as that.
 LAG_TOLERANCE_SAMPLES = 160
 
 # Every preset's envs per worker were set, and its results measured, with this many workers.
@@ -128,7 +131,7 @@ class A3CConfig:
         "advantages, a step shrinks with the gradient once there is little left to learn; "
         "a tiny epsilon would scale gradients of noise up to full-size steps.")
     lag_tolerance: float = _f(
-        4.0, "Policy lag, in global updates from the weights that acted a rollout to the "
+        6.0, "Policy lag, in global updates from the weights that acted a rollout to the "
         "globals its gradient is applied to, up to which an update of 160 samples (envs per "
         "worker x rollout length) applies at the full learning rate; an update of S samples "
         "tolerates lag_tolerance x sqrt(160 / S), since Adam's (and RMSProp's) step along the "
