@@ -65,7 +65,8 @@ TWO_WORKERS = HERE.parent / "pong-deterministic" / "2026-11-26-8x20" / "results.
 PER_FRAME = {
     "pong-16-workers-1-env/curve": "16 workers x 1 env, tolerance 4 (before the sqrt rule)",
     "pong-16-workers-1-env-tolerance-8/curve": "16 workers x 1 env, --lag-tolerance 8",
-    "pong-16-workers-1-env-sqrt-rule/curve": "16 workers x 1 env, the rule (tolerates 11.3)",
+    "pong-16-workers-1-env-sqrt-rule/curve": "16 workers x 1 env, tolerance 4 x sqrt, seed 0",
+    "pong-16-workers-1-env-sqrt-rule-seed1/curve": "16 workers x 1 env, tolerance 4 x sqrt, seed 1",
 }
 
 
