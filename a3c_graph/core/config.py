@@ -72,27 +72,11 @@ def envs_for_workers(preset_envs: int, workers: int) -> int:
 
 def for_workers(config: A3CConfig, workers: int, args: argparse.Namespace) -> A3CConfig:
     """`config` for a cluster of `workers` workers: unless the parsed flags `args` gave
-    --envs-per-worker, the preset's envs per worker spread over them (envs_for_workers),
-    and, unless they gave --grad-clip-norm, the preset's clip norm scaled to the spread
-    updates (clip_norm_for_envs)."""
+    --envs-per-worker, the preset's envs per worker spread over them (envs_for_workers)."""
     if hasattr(args, "envs_per_worker"):  # a flag not given is not in the namespace
         return config
-    envs = envs_for_workers(config.envs_per_worker, workers)
-    clip = config.grad_clip_norm if hasattr(args, "grad_clip_norm") else \
-        clip_norm_for_envs(config.grad_clip_norm, config.envs_per_worker, envs)
-    return dataclasses.replace(config, envs_per_worker=envs, grad_clip_norm=clip)
-
-
-def clip_norm_for_envs(preset_clip: float, preset_envs: int, envs: int) -> float:
-    """The gradient clip norm for updates of `envs` envs where the preset's is `preset_clip`
-    for `preset_envs`. An update's gradient is a mean over its samples, so the noise in its
-    norm grows as the square root of the fewer samples it holds; a clip set where updates
-    hold the preset's samples would, on the spread updates, cut the rare large updates that
-    carry most of the signal (the rewards) and leave the entropy bonus of every update
-    whole: 16 workers of 1 env on Pong clipped 14-37 % of their updates at 0.5, 2 workers of
-    8 envs 0-9 %, and kept a more random policy at equal return (docs/learning.md, "Many
-    workers")."""
-    return preset_clip * math.sqrt(preset_envs / envs)
+    return dataclasses.replace(
+        config, envs_per_worker=envs_for_workers(config.envs_per_worker, workers))
 
 
 @dataclass(frozen=True)

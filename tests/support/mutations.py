@@ -163,12 +163,6 @@ MUTATIONS = [
              "tests/unit/core/test_config.py::test_a_cluster_of_more_workers_steps_fewer_envs_in_"
              "each[argv5-15-1]",
              "15 workers each stepping the preset's 8 envs, set for 2 workers"),
-    Mutation("clip-not-per-samples", "a3c_graph/core/config.py",
-             "return preset_clip * math.sqrt(preset_envs / envs)",
-             "return preset_clip",
-             "tests/unit/core/test_config.py::test_spread_updates_clip_at_the_presets_norm_scaled_"
-             "by_the_root_of_fewer_samples[argv3-16-1.4142135623730951]",
-             "16 workers of 1 env clipping their updates at the norm set for 8 envs"),
     Mutation("anneal", "a3c_graph/core/learner.py",
              "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
              "learning_rate *= 1.0",

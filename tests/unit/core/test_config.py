@@ -262,26 +262,6 @@ def test_a_cluster_of_more_workers_steps_fewer_envs_in_each(argv, workers, envs)
     assert config.envs_per_worker == envs
 
 
-@pytest.mark.parametrize("argv, workers, clip", [
-    ([], 2, 40.0),  # the cartpole preset at its own count: as set
-    (["--env", "ALE/Pong-v5"], 2, 0.5),  # the atari preset's 8 envs: as set
-    (["--env", "ALE/Pong-v5"], 4, 0.5 * math.sqrt(2)),  # 4 envs: sqrt(2) x
-    (["--env", "ALE/Pong-v5"], 16, 0.5 * math.sqrt(8)),  # 1 env: sqrt(8) x
-    (["--env", "ALE/Pong-v5", "--grad-clip-norm", "0.5"], 16, 0.5),  # given: as given
-    (["--env", "ALE/Pong-v5", "--envs-per-worker", "1"], 16, 0.5),  # envs given: as set
-    (["--env", "HalfCheetah-v5"], 16, 0.5),  # 1 env whatever the count: as set
-])
-def test_spread_updates_clip_at_the_presets_norm_scaled_by_the_root_of_fewer_samples(
-        argv, workers, clip):
-    """An update of 1/k of the preset's envs is clipped at sqrt(k) times the preset's norm,
-    where its mean gradient's noise is; runs with the preset's envs (2 workers, or envs or
-    clip given) keep the preset's norm."""
-    parser = argparse.ArgumentParser()
-    add_config_arguments(parser)
-    config = config_from_args(parser.parse_args(argv), workers=workers)
-    assert config.grad_clip_norm == pytest.approx(clip)
-
-
 def test_a_command_for_a_known_cluster_keeps_envs_given_equal_to_the_presets():
     """The launcher's task commands and its --background relaunch say --envs-per-worker
     even when it is the preset's 8: unsaid, the receiver would spread it over 16 workers."""
