@@ -47,12 +47,10 @@ def _f(default: Any, help: str, **kw: Any) -> Any:
 
 
 # The samples per update (envs per worker x rollout length) on which --lag-tolerance is
-# stated: 15 workers of 8 envs x 20 steps held Pong stable at 4 and spiked at 8; at 6, 2
-# workers' own lag (about 3.5 updates on CartPole, whose updates hold 256 samples) applies
-# at the full rate, where 4 cost CartPole 14 % more env steps to solve
-# (docs/learning/many-workers/runs.md). An update's step along the
-# gradient's signal grows as the square root of its samples, so the lag it tolerates falls
-# as that.
+# stated: 15 workers of 8 envs x 20 steps held Pong stable at 4 and spiked at 8; 16 workers
+# of 1 env (20 samples) were unsteady at 6 x sqrt(8) = 17 (docs/learning/many-workers/runs.md).
+# An update's step along the gradient's signal grows as the square root of its samples, so
+# the lag it tolerates falls as that.
 LAG_TOLERANCE_SAMPLES = 160
 
 # Every preset's envs per worker were set, and its results measured, with this many workers.
@@ -131,11 +129,12 @@ class A3CConfig:
         "advantages, a step shrinks with the gradient once there is little left to learn; "
         "a tiny epsilon would scale gradients of noise up to full-size steps.")
     lag_tolerance: float = _f(
-        6.0, "Policy lag, in global updates from the weights that acted a rollout to the "
+        4.0, "Policy lag, in global updates from the weights that acted a rollout to the "
         "globals its gradient is applied to, up to which an update of 160 samples (envs per "
         "worker x rollout length) applies at the full learning rate; an update of S samples "
         "tolerates lag_tolerance x sqrt(160 / S), since Adam's (and RMSProp's) step along the "
-        "gradient's signal grows as sqrt(S). A staler update applies at learning_rate x "
+        "gradient's signal grows as sqrt(S); never less than the lag 2 workers make by "
+        "themselves, 2 x (queue capacity + 1). A staler update applies at learning_rate x "
         "tolerated lag / lag, so the weights move no further while an update's feedback is "
         "on its way however many workers there are (docs/learning.md, 'Many workers'). 0 "
         "turns the scaling off.")
@@ -222,9 +221,22 @@ class A3CConfig:
     def tolerated_lag(self) -> float:
         """The policy lag up to which an update applies at the full rate: --lag-tolerance,
         set on updates of LAG_TOLERANCE_SAMPLES samples, x sqrt(LAG_TOLERANCE_SAMPLES / this
-        run's samples per update). 0 with --lag-tolerance 0 (no scaling)."""
+        run's samples per update), and never less than the lag of PRESET_WORKERS workers'
+        own pipeline (own_pipeline_lag). 0 with --lag-tolerance 0 (no scaling)."""
+        if self.lag_tolerance <= 0:
+            return 0.0
         samples = self.envs_per_worker * self.rollout_length
-        return self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples)
+        return max(self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples),
+                   self.own_pipeline_lag())
+
+    def own_pipeline_lag(self) -> int:
+        """The lag PRESET_WORKERS workers make by themselves, with which every preset was set
+        and measured: a rollout waits behind up to --queue-capacity of its worker's own, and
+        the learner's, and as many updates of each other worker land meanwhile. The lag rule
+        is for what more workers add, so it leaves this alone (2 workers on CartPole, whose
+        updates of 256 samples tolerated 3.16, lag 2.6-4.0 on average and took 14 % more env
+        steps to solve when scaled: docs/learning/many-workers/runs.md)."""
+        return PRESET_WORKERS * (self.queue_capacity + 1)
 
     def staleness_scale(self, policy_lag: int) -> float:
         """The factor of the learning rate of an update `policy_lag` global updates stale:

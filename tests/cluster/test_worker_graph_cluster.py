@@ -186,7 +186,7 @@ def test_a_stale_rollouts_gradient_is_its_acting_weights_and_applies_at_a_scaled
     waited while other workers updated), learned when the cluster is at global step 30: the
     globals move by Adam's first step of the clipped gradient of the NumPy loss at the weights
     that acted, not at the globals or the local copy, at the annealed rate x tolerated / 30
-    (a lag of 30 updates, past the 19.6 that --lag-tolerance 6 gives updates of 15 samples),
+    (a lag of 30 updates, past the 13 that --lag-tolerance 4 gives updates of 15 samples),
     and the update reports that lag."""
     rollout, weights, acting = queued_rollout(seed=4), network_weights(seed=5), \
         network_weights(seed=8)
@@ -197,7 +197,7 @@ def test_a_stale_rollouts_gradient_is_its_acting_weights_and_applies_at_a_scaled
     gradients = ground_truth.clipped(
         ground_truth.mlp_semi_gradient(acting, rollout, UPDATE_CONFIG),
         UPDATE_CONFIG.grad_clip_norm)
-    # Updates of B x T = 15 samples tolerate sqrt(160 / 15) times --lag-tolerance: 19.6 updates.
+    # Updates of B x T = 15 samples tolerate sqrt(160 / 15) times --lag-tolerance: 13 updates.
     tolerated = UPDATE_CONFIG.lag_tolerance * math.sqrt(160 / (B * T))
     learning_rate = (UPDATE_CONFIG.learning_rate * (1 - ENV_STEPS_BEFORE / UPDATE_CONFIG.max_steps)
                      * tolerated / global_step)

@@ -10,7 +10,6 @@ The harness that runs them, and the smoke runs of every variant, are in test_har
 from __future__ import annotations
 
 import dataclasses
-import math
 import subprocess
 import sys
 import time
@@ -370,26 +369,26 @@ def test_the_parameter_holder_returns_the_weights_after_each_update():
 
 
 def test_the_parameter_holder_scales_a_stale_update_by_lag_tolerance_over_lag():
-    """The graph's lag rule in the TF2 variants: three updates of the same gradient, all acted
-    on the initial weights (version 0), arrive when the holder has applied 0, 1 and 2 updates;
-    with a tolerated lag of 1 (--lag-tolerance sqrt(samples per update / 160)) the first two
-    move each weight by Adam's full step (about the learning rate for a constant gradient),
-    the third, 2 updates stale, by half of it."""
+    """The graph's lag rule in the TF2 variants: 13 updates of the same gradient, all acted
+    on the initial weights (version 0), arrive when the holder has applied 0, 1, ..., 12
+    updates. With --lag-tolerance 1 the tolerated lag is 2 workers' own, 2 x (queue capacity
+    2 + 1) = 6 (the tolerance's 1 x sqrt(160 / 256) is below it): the first seven move each
+    weight by Adam's full step (about the learning rate for a constant gradient), the 13th,
+    12 updates stale, by half of it."""
     from benchmarks.variants import tf2_common
 
     info, config = _cartpole_info_and_config()
-    samples = config.envs_per_worker * config.rollout_length
-    config = dataclasses.replace(config, lag_tolerance=math.sqrt(samples / 160))
+    config = dataclasses.replace(config, lag_tolerance=1.0, queue_capacity=2)
     holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
     weights = [holder.initial().weights]
-    for _ in range(3):
+    for _ in range(13):
         reply = holder.update(tf2_common.RolloutResult(0, np.ones_like(weights[0]), 0, 256, [],
                                                        0.6))
         weights.append(reply.weights)
     steps = [before - after for before, after in zip(weights, weights[1:])]
-    np.testing.assert_allclose(steps[0], config.learning_rate, rtol=0.05)
-    np.testing.assert_allclose(steps[1], config.learning_rate, rtol=0.05)
-    np.testing.assert_allclose(steps[2], config.learning_rate / 2, rtol=0.05)
+    for stale in range(7):
+        np.testing.assert_allclose(steps[stale], config.learning_rate, rtol=0.05)
+    np.testing.assert_allclose(steps[12], config.learning_rate / 2, rtol=0.05)
 
 
 def test_the_parameter_holder_applies_rmsprop_when_asked():

@@ -152,11 +152,17 @@ MUTATIONS = [
              "a stale update applied at the full learning rate: 16 workers' policy on MinAtar "
              "Breakout collapses"),
     Mutation("tolerance-not-per-samples", "a3c_graph/core/config.py",
-             "return self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples)",
-             "return self.lag_tolerance",
+             "return max(self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples),",
+             "return max(self.lag_tolerance,",
              "tests/unit/core/test_learner.py::test_a_stale_update_applies_at_the_rate_scaled_by_"
              "tolerance_over_lag[30-4.0-samples8-0.003771236166328254]",
              "the tolerated lag the same for updates of 20 samples as of 160"),
+    Mutation("no-own-lag-floor", "a3c_graph/core/config.py",
+             "return PRESET_WORKERS * (self.queue_capacity + 1)",
+             "return 0",
+             "tests/unit/core/test_learner.py::test_a_stale_update_applies_at_the_rate_scaled_by_"
+             "tolerance_over_lag[6-4.0-samples2-0.01]",
+             "2 workers' own lag scaled down: CartPole's updates of 256 samples past 3.16 updates"),
     Mutation("envs-not-spread", "a3c_graph/core/config.py",
              "return max(1, min(preset_envs, round(PRESET_WORKERS * preset_envs / workers)))",
              "return preset_envs",

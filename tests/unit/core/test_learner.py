@@ -217,16 +217,17 @@ def test_the_learning_rate_op_anneals_linearly_over_max_steps(anneal, env_steps,
 
 @pytest.mark.parametrize("lag, tolerance, samples, want", [
     (0, 4.0, (8, 20), 0.01),   # the first update of a fresh cluster
-    (3, 4.0, (8, 20), 0.01),
     (4, 4.0, (8, 20), 0.01),   # up to the tolerance: the full rate
-    (5, 4.0, (8, 20), 0.008),  # past it: lr x tolerance / lag
-    (30, 4.0, (8, 20), 0.01 * 4 / 30),  # 15 workers' usual lag
-    (120, 4.0, (8, 20), 0.01 * 4 / 120),  # a worker that started late
+    # Up to 2 workers' own lag, 2 x (queue capacity 2 + 1) = 6, the full rate too
+    (6, 4.0, (8, 20), 0.01),
+    (8, 4.0, (8, 20), 0.01 * 6 / 8),  # past both: lr x tolerated / lag
+    (30, 4.0, (8, 20), 0.01 * 6 / 30),  # 15 workers' usual lag
+    (120, 4.0, (8, 20), 0.01 * 6 / 120),  # a worker that started late
     (120, 0.0, (8, 20), 0.01),  # --lag-tolerance 0: no scaling
     # Updates of 20 samples, not 160, tolerate sqrt(8) times the lag: 11.3 updates.
     (11, 4.0, (1, 20), 0.01),
     (30, 4.0, (1, 20), 0.01 * 4 * 8 ** 0.5 / 30),  # 16 workers of 1 env each
-    (30, 4.0, (4, 160), 0.01 * 4 / 2 / 30),  # 640 samples: half the lag
+    (30, 4.0, (4, 160), 0.01 * 6 / 30),  # 640 samples: 2 by the tolerance, 6 by the floor
 ])
 def test_a_stale_update_applies_at_the_rate_scaled_by_tolerance_over_lag(lag, tolerance,
                                                                          samples, want):
@@ -237,7 +238,7 @@ def test_a_stale_update_applies_at_the_rate_scaled_by_tolerance_over_lag(lag, to
     envs, length = samples
     config = dataclasses.replace(CONFIG, learning_rate=0.01, anneal_learning_rate=False,
                                  lag_tolerance=tolerance, envs_per_worker=envs,
-                                 rollout_length=length)
+                                 rollout_length=length, queue_capacity=2)
     with tf.Graph().as_default():
         seen = tf1.get_variable("seen", [], tf.int64, initializer=tf1.zeros_initializer())
         rate = learner.learning_rate_now(config, tf.constant(True), seen,
