@@ -231,9 +231,10 @@ class A3CConfig:
 
     def own_pipeline_lag(self) -> int:
         """The lag PRESET_WORKERS workers make by themselves, with which every preset was set
-        and measured: a rollout waits behind up to --queue-capacity of its worker's own, and
-        the learner's, and as many updates of each other worker land meanwhile. The lag rule
-        is for what more workers add, so it leaves this alone (2 workers on CartPole, whose
+        and measured: a rollout's gradient lands up to --queue-capacity + 1 updates of its
+        own worker after the weights that acted it (the rollouts queued ahead of it, and
+        its own), and each other worker makes about as many meanwhile. The lag rule is for
+        what more workers add, so it leaves this alone (2 workers on CartPole, whose
         updates of 256 samples tolerated 3.16, lag 2.6-4.0 on average and took 14 % more env
         steps to solve when scaled: docs/learning/many-workers/runs.md)."""
         return PRESET_WORKERS * (self.queue_capacity + 1)
