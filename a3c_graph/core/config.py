@@ -242,9 +242,10 @@ class A3CConfig:
     def staleness_scale(self, policy_lag: int) -> float:
         """The factor of the learning rate of an update `policy_lag` global updates stale:
         the TF2 variants' (the graph worker computes the same: core/learner.staleness_scale)."""
-        if self.lag_tolerance <= 0:
+        tolerated = self.tolerated_lag()
+        if tolerated <= 0:
             return 1.0
-        return min(1.0, self.tolerated_lag() / max(policy_lag, 1))
+        return min(1.0, tolerated / max(policy_lag, 1))
 
     def validate(self) -> None:
         """Raise ValueError with one clear sentence for a setting no run can use."""
