@@ -80,13 +80,14 @@ def test_sixteen_workers_keep_a_stochastic_policy_where_stale_full_size_steps_co
     # The run was as stale as 16 workers make it: most updates 16 or more global updates late.
     lags = [row["lag_apply"] for row in rows if row.get("lag_apply") is not None]
     assert lags and float(np.median(lags)) >= 16, lags
-    # Past the start-up the policy kept exploring: the median of the entropies the workers
-    # wrote in the run's second half (each a mean over the updates since that worker's last
-    # write) at least 0.8 nats of ln 3 = 1.10. At 2e-3: 1.08-1.09 with the rule (three
-    # runs), 0.03-0.55 at the full rate (three runs).
-    late = [row["entropy"] for row in rows if row.get("entropy") is not None
-            and row["global_step"] >= summary["global_step"] // 2]
-    assert late and float(np.median(late)) >= 0.8, sorted(late)
+    # The policy never settled on one action: at most a fifth of the entropies the workers
+    # wrote (each a mean over the updates since that worker's last write) below 0.3 nats of
+    # ln 3 = 1.10. At 2e-3 alone: 0.00-0.01 with the rule (four runs), 0.33-0.87 at the full
+    # rate (three runs). A learning policy's entropy may dip (one run of the rule had its
+    # second half's median at 0.78); a collapsed one sits near 0 (runs.md, "The collapse test").
+    entropies = np.array([row["entropy"] for row in rows if row.get("entropy") is not None])
+    near_one_action = float(np.mean(entropies < 0.3)) if entropies.size else 1.0
+    assert near_one_action <= 0.2, (near_one_action, np.round(np.sort(entropies), 2))
 
 
 @pytest.mark.e2e
