@@ -7,7 +7,8 @@ Reads DIR/assets.extra/policy.json for the env and what to feed the policy, runs
 signature eagerly, and prints each episode's return and their mean as JSON. Atari ids need
 ale-py: the env is ale-py's own vector env with the preprocessing the policy was trained on
 (frame skip, max-pooling, grayscale, resize, frame stack, and the classic protocol's FIRE
-and new frame stack after a lost life).
+and new frame stack after a lost life). A Box policy's action (its Gaussian's mean, or a
+sample with --sample) is clipped to the Box's bounds before the env, as in training.
 """
 
 import argparse
@@ -43,11 +44,22 @@ def make_env(policy: dict):
     return env, fire
 
 
+def action_for_env(space: dict):
+    """From one row of the policy's action output to what the env takes: a Discrete index as
+    an int; a Box's vector (the Gaussian's mean or sample, unbounded) clipped to the Box's
+    bounds, as training clipped it before the env."""
+    if space["type"] != "Box":
+        return int
+    low, high = (np.asarray(space[key], np.float32) for key in ("low", "high"))
+    return lambda action: np.clip(action, low, high).astype(np.float32)
+
+
 def play(saved_model: str, episodes: int, seed: int, sample: bool) -> list[float]:
     with open(os.path.join(saved_model, "assets.extra", "policy.json")) as handle:
         policy = json.load(handle)
     act = tf.saved_model.load(saved_model).signatures["act"]
     env, fire = make_env(policy)
+    to_env = action_for_env(policy["action_space"])
     batched = policy.get("atari") is not None  # the vector env gives [1, ...] already
     # The classic protocol: a new life's stack holds zeros for the frames of the life before.
     new_stack = batched and policy["atari"].get("new_stack_after_life_loss", False)
@@ -63,7 +75,7 @@ def play(saved_model: str, episodes: int, seed: int, sample: bool) -> list[float
             if policy["recurrent"]:
                 inputs["state"] = tf.constant(state)
             out = act(**inputs)
-            action = int(out["sampled_action" if sample else "greedy_action"][0])
+            action = to_env(out["sampled_action" if sample else "greedy_action"][0].numpy())
             if policy["recurrent"]:
                 state = out["state"].numpy()
             if fire_next:

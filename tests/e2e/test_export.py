@@ -190,3 +190,24 @@ def test_a_box_policy_exports_its_mean_and_log_std_and_standardizes_raw_observat
     np.testing.assert_allclose(got["log_std"], want_log_std, atol=1e-6)
     np.testing.assert_allclose(got["log_std"], -0.5, atol=1e-6)
     assert np.shape(got["sampled_action"]) == (4, 2) and np.shape(got["value"]) == (4,)
+
+
+def test_the_example_plays_a_box_policy_as_evaluate_plays(tmp_path):
+    """scripts/play_saved_model.py on a Gaussian policy (TargetBox, raw observations fed):
+    the greedy action, the mean clipped to the Box, earns what evaluate's greedy play earns
+    on the same seeds; sampled play runs too."""
+    logdir, out = tmp_path / "run", tmp_path / "exported"
+    untrained_run(logdir, env="tests.support.action_space_envs:TargetBox-v0",
+                  normalize_observations=True, log_std_init=-0.5)
+    assert export("--logdir", str(logdir), "--out", str(out)).returncode == 0
+    script = [sys.executable, str(REPO / "scripts" / "play_saved_model.py"), str(out),
+              "--episodes", "4", "--seed", "3"]
+    greedy = subprocess.run(script, capture_output=True, text=True, env=child_env(),
+                            timeout=300)
+    assert greedy.returncode == 0, greedy.stderr[-2000:]
+    np.testing.assert_allclose(last_json_line(greedy.stdout)["returns"],
+                               evaluate_run(logdir, 4, "--seed", "3")["returns"], rtol=1e-4)
+    sampled = subprocess.run([*script, "--sample"], capture_output=True, text=True,
+                             env=child_env(), timeout=300)
+    assert sampled.returncode == 0, sampled.stderr[-2000:]
+    assert len(last_json_line(sampled.stdout)["returns"]) == 4
