@@ -119,11 +119,15 @@ def checkpointed_scale(config, obs_shape) -> tuple[ObservationScale | None, list
 
 
 def rollout_sums(observations) -> list:
-    """The count, sum and sum of squares [D] of observations [..., D] (float64)."""
+    """The count, sum and sum of squares [D] of observations [..., D] (float64); all zero
+    (nothing counted) if any observation is not finite, since one inf or NaN added to the
+    cluster's sums would make its scale NaN for good, checkpoints included."""
     x = tf.cast(observations, tf.float64)
     x = tf.reshape(x, [-1, x.shape[-1]])
-    return [tf.cast(tf.shape(x)[0], tf.float64), tf.reduce_sum(x, axis=0),
+    sums = [tf.cast(tf.shape(x)[0], tf.float64), tf.reduce_sum(x, axis=0),
             tf.reduce_sum(tf.square(x), axis=0)]
+    finite = tf.reduce_all(tf.math.is_finite(x))
+    return [tf.where(finite, part, tf.zeros_like(part)) for part in sums]
 
 
 def scale_of(count, total, sum_of_squares) -> ObservationScale:
