@@ -25,7 +25,11 @@ def make_env(policy: dict):
     if a lost life needs no FIRE)."""
     atari = policy.get("atari")
     if atari is None:
-        return gym.make(policy["env"]), None
+        env = gym.make(policy["env"])
+        if isinstance(env.action_space, gym.spaces.Box):
+            # A Gaussian's actions are unbounded; the env gets them clipped, as in training.
+            env = gym.wrappers.ClipAction(env)
+        return env, None
     import ale_py
 
     gym.register_envs(ale_py)
@@ -44,22 +48,12 @@ def make_env(policy: dict):
     return env, fire
 
 
-def action_for_env(space: dict):
-    """From one row of the policy's action output to what the env takes: a Discrete index as
-    an int; a Box's vector (the Gaussian's mean or sample, unbounded) clipped to the Box's
-    bounds, as training clipped it before the env."""
-    if space["type"] != "Box":
-        return int
-    low, high = (np.asarray(space[key], np.float32) for key in ("low", "high"))
-    return lambda action: np.clip(action, low, high).astype(np.float32)
-
-
 def play(saved_model: str, episodes: int, seed: int, sample: bool) -> list[float]:
     with open(os.path.join(saved_model, "assets.extra", "policy.json")) as handle:
         policy = json.load(handle)
     act = tf.saved_model.load(saved_model).signatures["act"]
     env, fire = make_env(policy)
-    to_env = action_for_env(policy["action_space"])
+    discrete = policy["action_space"]["type"] != "Box"
     batched = policy.get("atari") is not None  # the vector env gives [1, ...] already
     # The classic protocol: a new life's stack holds zeros for the frames of the life before.
     new_stack = batched and policy["atari"].get("new_stack_after_life_loss", False)
@@ -75,7 +69,8 @@ def play(saved_model: str, episodes: int, seed: int, sample: bool) -> list[float
             if policy["recurrent"]:
                 inputs["state"] = tf.constant(state)
             out = act(**inputs)
-            action = to_env(out["sampled_action" if sample else "greedy_action"][0].numpy())
+            action = out["sampled_action" if sample else "greedy_action"][0].numpy()
+            action = int(action) if discrete else action
             if policy["recurrent"]:
                 state = out["state"].numpy()
             if fire_next:
