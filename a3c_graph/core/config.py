@@ -181,6 +181,11 @@ class A3CConfig:
         "statistics kept on the ps, saved with the checkpoints, frozen in evaluation and "
         "carried into the SavedModel (stable-baselines3's VecNormalize, as rl-zoo's "
         "MuJoCo runs use it).")
+    normalize_rewards: bool = _f(
+        False, "Learn from each reward divided by the running standard deviation of the "
+        "discounted return (clipped to +-10), statistics of every step the cluster has "
+        "taken, kept on the ps and saved with the checkpoints; episode returns stay raw "
+        "(stable-baselines3's VecNormalize norm_reward, as rl-zoo's MuJoCo runs train).")
     normalize_advantages: bool = _f(
         False, "Normalize advantages per rollout batch (scales noise up to a full-size "
         "signal once the policy is good).")
@@ -276,6 +281,9 @@ class A3CConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"--{_flag(name)} must be a non-negative number, got {value}")
+        if self.normalize_rewards and self.clip_rewards:
+            raise ValueError("--normalize-rewards and --clip-rewards both rescale the rewards "
+                             "the agent learns from: give one of them")
         if not math.isfinite(self.log_std_init):
             raise ValueError(f"--log-std-init must be a finite number, got {self.log_std_init}")
         if not 8 <= self.screen_size <= 210:
@@ -344,7 +352,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # otherwise stable-baselines3's A2C defaults): one env per worker and 5-step rollouts
     # with 5-step returns, TF's RMSProp at a constant 7e-4, no entropy bonus, gradients
     # clipped to 0.5, tanh towers of 64 and 64 units, the log std started at 0, observations
-    # standardized; 1M env steps, a budget rather than a target (docs/learning.md).
+    # standardized and rewards scaled (VecNormalize: `normalize: true` trains with both);
+    # 1M env steps, a budget rather than a target (docs/learning.md).
     "continuous": {
         "envs_per_worker": 1,
         "rollout_length": 5,
@@ -356,6 +365,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "entropy_coef": 0.0,
         "grad_clip_norm": 0.5,
         "normalize_observations": True,
+        "normalize_rewards": True,
         "max_steps": 1_000_000,
         "max_seconds": 7200.0,
         "checkpoint_secs": 60.0,

@@ -18,16 +18,23 @@ import tensorflow as tf
 
 from a3c_graph.core import losses
 from a3c_graph.core.config import A3CConfig
+from a3c_graph.core.normalization import scaled_rewards
 
 
-def learner_loss(network, rollout: dict, config: A3CConfig):
+def learner_loss(network, rollout: dict, config: A3CConfig, return_std=None):
     """A3C loss of one rollout on `network`, and the parts worth logging
-    (policy_loss, value_loss, entropy)."""
+    (policy_loss, value_loss, entropy). return_std: with --normalize-rewards, the discounted
+    return's standard deviation the rewards are scaled by (a scalar tensor)."""
     T, B = rollout["rewards"].shape.as_list()
     policy, values, next_values = network.learner_outputs(rollout)
     to_tb = lambda x: tf.reshape(x, [T, B])  # noqa: E731
-    # Clipping is for learning only: episode returns were summed from the raw rewards.
-    rewards = tf.sign(rollout["rewards"]) if config.clip_rewards else rollout["rewards"]
+    # Clipping and scaling are for learning only: episode returns were summed from the raw
+    # rewards.
+    rewards = rollout["rewards"]
+    if config.clip_rewards:
+        rewards = tf.sign(rewards)
+    if config.normalize_rewards:
+        rewards = scaled_rewards(rewards, return_std)
     advantages = losses.gae_advantages(
         rewards, tf.stop_gradient(to_tb(values)), tf.stop_gradient(to_tb(next_values)),
         rollout["terminated"], rollout["truncated"], config.gamma, config.gae_lambda)
@@ -52,10 +59,12 @@ class LearnerUpdate:
     gradients: list  # clipped, zero where not is_finite; one per variable
 
 
-def learner_update(network, rollout: dict, config: A3CConfig) -> LearnerUpdate:
+def learner_update(network, rollout: dict, config: A3CConfig,
+                   return_std=None) -> LearnerUpdate:
     """The clipped gradients of the A3C loss of `rollout` on `network` as it is now (for a
-    worker, its local copy: distributed/worker_graph.py's docstring explains the policy lag)."""
-    loss, parts = learner_loss(network, rollout, config)
+    worker, its local copy: distributed/worker_graph.py's docstring explains the policy lag);
+    return_std as learner_loss's."""
+    loss, parts = learner_loss(network, rollout, config, return_std)
     gradients = tf.gradients(loss, network.variables)
     clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
     # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the

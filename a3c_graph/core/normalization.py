@@ -10,6 +10,13 @@ on the first ps task. Each worker adds its rollout's sums with assign_add, so up
 many workers never overwrite each other, whatever their order; mean and variance are read
 from the sums. They are global variables: saved in every checkpoint and restored on resume.
 
+Reward scaling (--normalize-rewards) keeps the same sums, in a scope of its own, of one
+number per env step: the discounted return so far of the env's episode, R = gamma R + r,
+recorded by the rollout (core/rollout.py's discounted_returns). The learner learns from
+clip(r / sqrt(variance of R + EPSILON), -CLIP, CLIP), as VecNormalize scales rewards, with
+the standard deviation of the worker's copy as the update is computed; episode returns
+and every statistic shown stay raw.
+
 A network never reads them itself (model.py): it is given the mean and standard deviation
 as tensors (`ObservationScale`), so an actor acts, and the learner learns, on the scale
 the actor read at the rollout's start (it travels with the rollout, as the acting weights
@@ -27,8 +34,9 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 
 EPSILON = 1e-8  # VecNormalize's, added to the variance
-CLIP = 10.0  # VecNormalize's clip_obs
+CLIP = 10.0  # VecNormalize's clip_obs, and its clip_reward
 SCOPE = "observation_statistics"
+RETURN_SCOPE = "return_statistics"  # --normalize-rewards: the discounted returns' sums
 
 
 class ObservationScale(NamedTuple):
@@ -58,12 +66,19 @@ def scale_in(rollout: dict) -> ObservationScale | None:
     return ObservationScale(*(rollout[key] for key in ROLLOUT_FIELDS))
 
 
+def scaled_rewards(rewards, return_std):
+    """What the learner learns from with --normalize-rewards: rewards divided by the discounted
+    return's standard deviation (a scalar tensor), clipped to +-CLIP."""
+    return tf.clip_by_value(rewards / return_std, -CLIP, CLIP)
+
+
 class ObservationStatistics:
     """The cluster's sums of observations [D] (count, sum, sum of squares), float64 global
-    variables in the current device scope, named observation_statistics/..."""
+    variables in the current device scope, named observation_statistics/...; with
+    scope=RETURN_SCOPE and D = 1, the discounted returns' (return_statistics/...)."""
 
-    def __init__(self, obs_dim: int):
-        with tf1.variable_scope(SCOPE):
+    def __init__(self, obs_dim: int, scope: str = SCOPE):
+        with tf1.variable_scope(scope):
             def total(name, shape):
                 return tf1.get_variable(name, shape, tf.float64, trainable=False,
                                         initializer=tf1.zeros_initializer())
@@ -88,10 +103,11 @@ class ObservationStatistics:
 
 class LocalScale:
     """A worker's copy of the cluster's ObservationScale: two float32 local variables [D]
-    (never saved), set from the ps at the local init and after each update."""
+    (never saved), set from the ps at the local init and after each update; with
+    scope=RETURN_SCOPE and D = 1, the discounted returns'."""
 
-    def __init__(self, obs_dim: int):
-        with tf1.variable_scope("local_" + SCOPE):
+    def __init__(self, obs_dim: int, scope: str = SCOPE):
+        with tf1.variable_scope("local_" + scope):
             def local(name, init):
                 return tf1.get_variable(name, [obs_dim], tf.float32, trainable=False,
                                         initializer=tf1.constant_initializer(init),

@@ -21,6 +21,9 @@ Rollout tensors are time-major, T refers to the rollout length, B to the envs pe
   episode_returns [T, B]       the return of the episode that ended at t, else 0 (an
                                episode is a whole game: episode_ended)
   episode_lengths [T, B]       its length, else 0
+with a discount (--normalize-rewards: core/normalization.py):
+  discounted_returns [T, B]    R_t = discount x R_{t-1} + r_t, the discounted return so far
+                               of the env's episode (R back to 0 after an episode's end)
 and for a recurrent policy (state_shape given):
   initial_state [B, *state_shape]  the state the rollout acted on at t = 0
 These fields are listed once, by rollout_fields (name, dtype, shape each): the recorder's
@@ -58,11 +61,12 @@ class RolloutField(NamedTuple):
 
 def rollout_fields(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
                    state_shape: Sequence[int] | None = None,
-                   actions: ActionSpace | None = None) -> tuple[RolloutField, ...]:
+                   actions: ActionSpace | None = None,
+                   discounted: bool = False) -> tuple[RolloutField, ...]:
     """The fields of one rollout of B envs with observations of `obs_shape` and `obs_dtype`
     and `actions` (default: discrete), in the order the env steps record them (the module
-    docstring says what each holds); with state_shape, a recurrent policy's initial_state
-    last.
+    docstring says what each holds); with `discounted`, the discounted returns; with
+    state_shape, a recurrent policy's initial_state last.
 
     The one place a rollout's fields are listed: the recorder's buffers, the tensors
     build_rollout returns, and so the queue and the TF2 variants' signatures follow it.
@@ -79,6 +83,8 @@ def rollout_fields(obs_shape: Sequence[int], obs_dtype, T: int, B: int,
         RolloutField("episode_returns", tf.float32, (T, B)),
         RolloutField("episode_lengths", tf.int32, (T, B)),
     )
+    if discounted:
+        fields += (RolloutField("discounted_returns", tf.float32, (T, B)),)
     if state_shape is not None:
         fields += (RolloutField("initial_state", tf.float32, (B, *state_shape)),)
     return fields
@@ -93,14 +99,18 @@ class RolloutRecorder:
     rollout loop calls step_and_record (through step_and_record_obs, which gives it the
     observations to act on next) once per env step and collect once per rollout, each
     through a numpy_function; the TF2 benchmark variants call them from their Python loop.
+    With a `discount` it also records each env's discounted return so far, carried from
+    rollout to rollout (the module docstring).
     """
 
-    def __init__(self, env_batch: EnvBatch, T: int):
+    def __init__(self, env_batch: EnvBatch, T: int, discount: float | None = None):
         info = env_batch.info
         self.envs = env_batch
         self.T = T
+        self.discount = discount
         self.fields = rollout_fields(info.obs_shape, info.obs_dtype, T, env_batch.num_envs,
-                                     actions=info.actions)
+                                     actions=info.actions, discounted=discount is not None)
+        self.discounted_return = np.zeros(env_batch.num_envs, np.float64)
         self.buffers = {field.name: np.zeros(field.shape, field.dtype.as_numpy_dtype)
                         for field in self.fields}
 
@@ -121,6 +131,10 @@ class RolloutRecorder:
         rows["next_obs"][t] = step.final_obs
         rows["episode_returns"][t] = step.episode_return
         rows["episode_lengths"][t] = step.episode_length
+        if self.discount is not None:
+            self.discounted_return = self.discount * self.discounted_return + step.reward
+            rows["discounted_returns"][t] = self.discounted_return
+            self.discounted_return[np.logical_or(step.terminated, step.truncated)] = 0.0
         return step
 
     def step_and_record_obs(self, t, actions) -> np.ndarray:
@@ -138,7 +152,8 @@ class RolloutRecorder:
 
 
 def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
-                  state_shape: Sequence[int] | None = None) -> dict:
+                  state_shape: Sequence[int] | None = None,
+                  discount: float | None = None) -> dict:
     """Tensors of one T-step rollout of `env_batch`, produced entirely in the graph.
 
     policy: observations [B, *obs_shape] -> actions [B] int32 or [B, n] float32 (sampled);
@@ -146,9 +161,10 @@ def build_rollout(env_batch: EnvBatch, policy: Callable, T: int,
       after the step).
     state_shape: a recurrent policy's state per env; the state is carried from rollout to
       rollout in a local variable of this actor (see the module docstring).
+    discount: record the discounted returns with it (RolloutRecorder).
     """
     info, B = env_batch.info, env_batch.num_envs
-    recorder = RolloutRecorder(env_batch, T)
+    recorder = RolloutRecorder(env_batch, T, discount)
     obs_dtype = tf.as_dtype(np.dtype(info.obs_dtype))
     obs_shape = [B, *info.obs_shape]
     first_obs = tf.numpy_function(env_batch.observe, [], obs_dtype, stateful=True,

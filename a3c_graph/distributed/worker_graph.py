@@ -55,6 +55,7 @@ from a3c_graph.core.envs import EnvBatch, EnvInfo
 from a3c_graph.core.learner import LearnerUpdate, build_optimizer, learner_update, learning_rate_now
 from a3c_graph.core.model import assign_op, build_network, network_on_weights
 from a3c_graph.core.normalization import (
+    RETURN_SCOPE,
     ROLLOUT_FIELDS,
     LocalScale,
     ObservationScale,
@@ -106,22 +107,35 @@ class WorkerGraph:
 @dataclass
 class Globals:
     """What lives on the ps tasks: the global network, the global step, the episode
-    statistics and, with --normalize-observations, the observations' (normalization.py)."""
+    statistics and, with --normalize-observations, the observations' and with
+    --normalize-rewards the discounted returns' (normalization.py)."""
 
     network: object
     global_step: tf.Variable
     stats: EpisodeStats
     observations: ObservationStatistics | None = None
+    returns: ObservationStatistics | None = None
+
+    def running_statistics(self) -> list[ObservationStatistics]:
+        """The running statistics this run keeps, in the order every message carries them
+        (LocalCopy.scales pairs with it)."""
+        return [s for s in (self.observations, self.returns) if s is not None]
 
 
 @dataclass
 class LocalCopy:
-    """This worker's copy of what it acts on: the network, its version (the global step
-    its weights were read at) and, with --normalize-observations, the observation scale."""
+    """This worker's copy of what it acts and learns on: the network, its version (the
+    global step its weights were read at) and, with --normalize-observations, the
+    observation scale; with --normalize-rewards, the discounted return's."""
 
     network: object
     version: tf.Variable
     scale: LocalScale | None = None
+    return_scale: LocalScale | None = None
+
+    def scales(self) -> list[LocalScale]:
+        """The copies of Globals.running_statistics' scales, in its order."""
+        return [s for s in (self.scale, self.return_scale) if s is not None]
 
     def snapshot(self):
         """(weights, version, scale) read once: what one rollout acts on."""
@@ -145,8 +159,14 @@ class Learner:
     # The other workers' updates between this worker's last refresh and its last apply.
     others_since_refresh: tf.Variable | None = None
     # --normalize-observations: the count, sum and sum of squares of the rollout's
-    # observations, for the cluster's statistics.
+    # observations, for the cluster's statistics; --normalize-rewards: of its discounted
+    # returns.
     observation_sums: list | None = None
+    return_sums: list | None = None
+
+    def statistics_sums(self) -> list:
+        """The sums for Globals.running_statistics, three each, in its order."""
+        return (self.observation_sums or []) + (self.return_sums or [])
 
 
 def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
@@ -169,7 +189,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     if not config.learn:  # the acting ceiling: each rollout counted, nothing learned
         return count_on_ps(globals_, local, rollout, queue, spec.task, worker_device)
     with tf1.device(worker_device):
-        learner = build_learner(rollout, config, info, local.version)
+        learner = build_learner(rollout, config, info, local)
     counters = exchange_with_ps(globals_, local, learner, spec.task, worker_device, config)
     with tf1.device(worker_device):
         counters = note_for_next_update(learner, counters)
@@ -197,16 +217,19 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         stats = EpisodeStats(spec.num_workers)
         observations = (ObservationStatistics(math.prod(info.obs_shape))
                         if config.normalize_observations else None)
-    return Globals(network, global_step, stats, observations)
+        returns = (ObservationStatistics(1, RETURN_SCOPE) if config.normalize_rewards
+                   else None)
+    return Globals(network, global_step, stats, observations, returns)
 
 
 def build_local_copy(info: EnvInfo, config: A3CConfig) -> LocalCopy:
     """This worker's local copy (local variables: never saved), on the current device."""
     network = build_network(info.obs_shape, info.actions, config, "local", local=True)
     scale = LocalScale(math.prod(info.obs_shape)) if config.normalize_observations else None
+    return_scale = LocalScale(1, RETURN_SCOPE) if config.normalize_rewards else None
     # Its version: the global step its weights were read at, from which the policy lag is
     # measured.
-    return LocalCopy(network, local_counter("local_version"), scale)
+    return LocalCopy(network, local_counter("local_version"), scale, return_scale)
 
 
 def local_counter(name: str) -> tf.Variable:
@@ -238,7 +261,8 @@ def build_actors_and_queue(local: LocalCopy, env_batches: list[EnvBatch],
             acting = network_on_weights(weights, batch.info.obs_shape, batch.info.actions,
                                         config, "acting_network", observation_scale=scale)
             rollout = build_rollout(batch, _sampling_policy(acting), config.rollout_length,
-                                    state_shape=acting.state_shape if acting.recurrent else None)
+                                    state_shape=acting.state_shape if acting.recurrent else None,
+                                    discount=config.gamma if config.normalize_rewards else None)
             rollout.update({f"{ACTING_WEIGHTS}{i}": w for i, w in enumerate(weights)})
             rollout[ACTING_VERSION] = version
             if scale is not None:
@@ -267,11 +291,13 @@ def acting_weights(rollout: dict) -> list:
 
 
 def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
-                  local_version: tf.Variable) -> Learner:
+                  local: LocalCopy) -> Learner:
     """The update a dequeued rollout makes (core/learner.py: the A3C loss, its clipped
-    gradients, NaN/inf updates zeroed), computed on the weights that acted it, and the
-    learning rate it applies at: annealed by the cluster's env steps as this worker last
-    read them, and scaled down by the rollout's policy lag beyond --lag-tolerance.
+    gradients, NaN/inf updates zeroed), computed on the weights that acted it (with
+    --normalize-rewards, on rewards scaled by the local copy's return scale as the update
+    is computed), and the learning rate it applies at: annealed by the cluster's env steps
+    as this worker last read them, and scaled down by the rollout's policy lag beyond
+    --lag-tolerance.
 
     The lag at the apply is the local copy's version less the rollout's, plus the updates
     the other workers will have applied since the copy was refreshed: taken as many as
@@ -281,17 +307,21 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
         acted = network_on_weights(acting_weights(rollout), info.obs_shape, info.actions,
                                    config, "learner_network",
                                    observation_scale=scale_in(rollout))
-        update = learner_update(acted, rollout, config)
+        return_std = None if local.return_scale is None else local.return_scale.read().std[0]
+        update = learner_update(acted, rollout, config, return_std)
         returns, lengths = finished_episodes(rollout)
         env_steps_seen = local_counter("env_steps_seen")
-        copy_version = tf.identity(local_version.read_value(), name="copy_version")
+        copy_version = tf.identity(local.version.read_value(), name="copy_version")
         others_since_refresh = local_counter("others_since_refresh")
         policy_lag = copy_version - rollout[ACTING_VERSION] + others_since_refresh.read_value()
         learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen, policy_lag)
         sums = rollout_sums(rollout["obs"]) if config.normalize_observations else None
+        return_sums = (rollout_sums(rollout["discounted_returns"][..., None])
+                       if config.normalize_rewards else None)
     return Learner(update, learning_rate, returns, lengths,
                    rollout["rewards"].shape.num_elements(), env_steps_seen,
-                   rollout[ACTING_VERSION], copy_version, others_since_refresh, sums)
+                   rollout[ACTING_VERSION], copy_version, others_since_refresh, sums,
+                   return_sums)
 
 
 def finished_episodes(rollout: dict):
@@ -346,11 +376,11 @@ def ps_shards(globals_: Globals) -> list[PsShard]:
 
 def message_to_ps(shard: PsShard, learner: Learner) -> list[tf.Tensor]:
     """What goes to one ps task: the gradients of its variables and the learning rate; to
-    the statistics' ps also the rollout's observation sums (if normalized) and its finished
-    episodes' returns, last, the one tensor without a static shape."""
+    the statistics' ps also the rollout's sums for the running statistics (if normalized)
+    and its finished episodes' returns, last, the one tensor without a static shape."""
     message = [learner.update.gradients[i] for i in shard.indices] + [learner.learning_rate]
     if shard.holds_statistics:
-        message += (learner.observation_sums or []) + [learner.finished_returns]
+        message += learner.statistics_sums() + [learner.finished_returns]
     return message
 
 
@@ -358,7 +388,8 @@ def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
                 learner: Learner, task: int, config: A3CConfig) -> tf.Operation:
     """On the ps task: its variables updated by their gradients at the learning rate
     (apply_to_globals); on the statistics' ps also global_step advanced and, after the
-    update, the rollout's episodes and steps counted (and its observation sums added)."""
+    update, the rollout's episodes and steps counted (and its sums added to the running
+    statistics)."""
     n = len(shard.indices)
     gradients, learning_rate = arrived[:n], arrived[n]
     # Adam's beta powers are named by the name scope they are made in: none here, as in
@@ -373,23 +404,23 @@ def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
     sums, returns = arrived[n + 1:-1], arrived[-1]
     with tf.control_dependencies([applied]):
         counted = globals_.stats.record(task, returns, learner.rollout_steps)
-        if sums:
-            counted = tf.group(counted, globals_.observations.add(sums))
+        for k, statistics in enumerate(globals_.running_statistics()):
+            counted = tf.group(counted, statistics.add(sums[3 * k:3 * k + 3]))
     return counted
 
 
 def back_from_ps(globals_: Globals, shard: PsShard, after: tf.Operation,
                  worker_device: str) -> list[tf.Tensor]:
     """What comes back from one ps task once `after` has run, in one message: its variables'
-    values and, from the statistics' ps, the counters (then the observation scale, if
-    normalized)."""
+    values and, from the statistics' ps, the counters (then the running statistics'
+    scales, if normalized)."""
     with tf.name_scope("from_ps"):
         with tf1.device(shard.device), tf.control_dependencies([after]):
             message = [globals_.network.variables[i].read_value() for i in shard.indices]
             if shard.holds_statistics:
                 message.extend(globals_.stats.counters(globals_.global_step))
-                if globals_.observations is not None:
-                    message.extend(globals_.observations.scale())
+                for statistics in globals_.running_statistics():
+                    message.extend(statistics.scale())
         # Outside the control dependency: the worker's unpacking of the message would
         # otherwise wait on the ps's op by a message of its own.
         return transfer.moved(message, source=shard.device, destination=worker_device)
@@ -398,7 +429,7 @@ def back_from_ps(globals_: Globals, shard: PsShard, after: tf.Operation,
 def refresh_local_copy(local: LocalCopy, globals_: Globals, shards: list[PsShard],
                        returned: dict[str, list], worker_device: str) -> Counters:
     """The local copy assigned the globals' values that came back, with their version and
-    the observation scale; then the counters."""
+    the running statistics' scales; then the counters."""
     with tf1.device(worker_device), tf.name_scope("refresh_local"):
         stats_shard = shards[0]
         after_variables = returned[stats_shard.device][len(stats_shard.indices):]
@@ -407,9 +438,9 @@ def refresh_local_copy(local: LocalCopy, globals_: Globals, shards: list[PsShard
         refreshed = [assign_op(local.network, transfer.in_variable_order(groups, returned),
                                "refresh_local"),
                      local.version.assign(counters.global_step)]
-        if local.scale is not None:
-            refreshed.append(local.scale.assign(
-                ObservationScale(*after_variables[len(Counters._fields):])))
+        scales = after_variables[len(Counters._fields):]
+        for k, copy in enumerate(local.scales()):
+            refreshed.append(copy.assign(ObservationScale(*scales[2 * k:2 * k + 2])))
         with tf.control_dependencies(refreshed):
             return Counters(*(tf.identity(value) for value in counters))
 
@@ -492,15 +523,16 @@ def optimizer_state(globals_: Globals, config: A3CConfig) -> dict:
 
 def build_sync(globals_: Globals, local: LocalCopy, env_steps_seen) -> tf.Operation:
     """The local init op: it initializes the local variables, then syncs the local copy
-    from the globals (one packed message from each ps task) with its version and
-    observation scale, and reads the cluster's env steps for the learning rate's anneal."""
+    from the globals (one packed message from each ps task) with its version and the
+    running statistics' scales, and reads the cluster's env steps for the learning rate's
+    anneal."""
     with tf.control_dependencies([tf1.train.Scaffold.default_local_init_op()]):
         ops = [sync_local_from_global(local.network, globals_.network),
                local.version.assign(globals_.global_step.read_value())]
-        if local.scale is not None:
+        for copy, statistics in zip(local.scales(), globals_.running_statistics()):
             with tf1.device(globals_.stats.device):
-                scale = globals_.observations.scale()
-            ops.append(local.scale.assign(scale))
+                scale = statistics.scale()
+            ops.append(copy.assign(scale))
         if env_steps_seen is not None:
             ops.append(env_steps_seen.assign(globals_.stats.env_steps.read_value()))
         return tf.group(*ops, name="local_init")

@@ -55,6 +55,9 @@ ACTING_VERSION = "acting_version"
 # With --normalize-observations, the observation scale the rollout was acted with: the
 # graph worker's fields (normalization.ROLLOUT_FIELDS).
 ACTING_SCALE = ROLLOUT_FIELDS
+# With --normalize-rewards, the discounted return's standard deviation the worker's copy held
+# as it computed the update (the graph worker's local return scale).
+RETURN_STD = "return_std"
 
 
 def configure_tensorflow(config: A3CConfig) -> str:
@@ -255,11 +258,13 @@ def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
     ACTING_WEIGHTS, through `on_weights`: network_on), in FlatWeights order, as the graph
     worker computes them (worker_graph.py's docstring: the policy lag); with
     --normalize-observations, on the observations standardized by its ACTING_SCALE (obs_dim:
-    their size).
+    their size); with --normalize-rewards, on the rewards scaled by its RETURN_STD.
     """
     signature = {**learner_signature(fields), ACTING_WEIGHTS: weights.spec}
     if config.normalize_observations:
         signature.update({key: tf.TensorSpec([obs_dim], tf.float32) for key in ACTING_SCALE})
+    if config.normalize_rewards:
+        signature[RETURN_STD] = tf.TensorSpec([], tf.float32)
 
     @tf.function(input_signature=[signature])
     def gradients_of(rollout):
@@ -267,7 +272,7 @@ def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
         with tf.GradientTape() as tape:
             tape.watch(acting_weights)
             loss, parts = learner_loss(on_weights(acting_weights, scale_in(rollout)),
-                                       rollout, config)
+                                       rollout, config, rollout.get(RETURN_STD))
         gradients = tape.gradient(loss, acting_weights)
         clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
         finished = tf.boolean_mask(rollout["episode_returns"],
@@ -291,8 +296,10 @@ class RolloutResult:
     # The worker's own first applied update (its progress file's training_started), None
     # until it has one: its --max-seconds count from there, as a graph worker's do.
     started: float | None = None
-    # --normalize-observations: the count, sum and sum of squares [D] of its observations.
+    # --normalize-observations: the count, sum and sum of squares [D] of its observations;
+    # --normalize-rewards: of its discounted returns ([1]).
     observation_sums: list | None = None
+    return_sums: list | None = None
 
 
 @dataclass
@@ -305,6 +312,8 @@ class Reply:
     stop_reason: str | None
     # --normalize-observations: the observation scale (mean, std [D]) after the update.
     scale: tuple | None = None
+    # --normalize-rewards: the discounted return's standard deviation after the update.
+    return_std: float | None = None
 
 
 class ParameterHolder:
@@ -336,16 +345,18 @@ class ParameterHolder:
             self._apply.get_concrete_function()  # traced in start-up
         # --normalize-observations: the sums of every observation the workers acted on, the
         # graph's ObservationStatistics (normalization.py), added to as each result arrives.
-        self.observation_sums = ([0.0, np.zeros(int(np.prod(info.obs_shape))),
-                                  np.zeros(int(np.prod(info.obs_shape)))]
+        self.observation_sums = (_no_sums(int(np.prod(info.obs_shape)))
                                  if config.normalize_observations else None)
+        # --normalize-rewards: the discounted returns' sums, the graph's return statistics.
+        self.return_sums = _no_sums(1) if config.normalize_rewards else None
 
     def scale(self) -> tuple | None:
         """The observation scale (mean, std) of the sums so far (the graph's scale_of)."""
-        if self.observation_sums is None:
-            return None
-        return tuple(x.numpy() for x in scale_of(*(tf.constant(s, tf.float64)
-                                                   for s in self.observation_sums)))
+        return None if self.observation_sums is None else _scale(self.observation_sums)
+
+    def return_std(self) -> float | None:
+        """The discounted return's standard deviation of the sums so far."""
+        return None if self.return_sums is None else float(_scale(self.return_sums)[1][0])
 
     def _apply_and_read(self, flat_gradients, learning_rate):
         self.learning_rate.assign(learning_rate)
@@ -356,7 +367,8 @@ class ParameterHolder:
     def initial(self) -> Reply:
         """The initial weights every worker starts from."""
         with tf.device(self.device):
-            return Reply(self.weights.read().numpy(), self.stats.snapshot(), None, self.scale())
+            return Reply(self.weights.read().numpy(), self.stats.snapshot(), None, self.scale(),
+                         self.return_std())
 
     def update(self, result: RolloutResult) -> Reply:
         """Apply one worker's update, at the learning rate of the env steps so far (the
@@ -372,15 +384,31 @@ class ParameterHolder:
                 with tf.device(self.device):
                     weights = self._apply(result.gradients, learning_rate).numpy()
             if self.observation_sums is not None and result.observation_sums is not None:
-                self.observation_sums = [total + part for total, part in
-                                         zip(self.observation_sums, result.observation_sums)]
+                self.observation_sums = _added(self.observation_sums, result.observation_sums)
+            if self.return_sums is not None and result.return_sums is not None:
+                self.return_sums = _added(self.return_sums, result.return_sums)
             self.stats.record(result.task, result.env_steps, result.finished_returns,
                               result.started)
         reason = self.stats.worker_stop_reason(result.task)
-        return Reply(None if reason else weights, self.stats.snapshot(), reason, self.scale())
+        return Reply(None if reason else weights, self.stats.snapshot(), reason, self.scale(),
+                     self.return_std())
 
     def request_stop(self, reason: str) -> None:
         """Stop the run from outside (a signal, the deadline): every worker is told so with
         the reply to its next update."""
         if self.stats.stop_reason is None:
             self.stats.stop_reason = reason
+
+
+def _no_sums(dim: int) -> list:
+    """The count, sum and sum of squares [dim] of nothing yet (normalization.py's sums)."""
+    return [0.0, np.zeros(dim), np.zeros(dim)]
+
+
+def _added(sums: list, more: list) -> list:
+    return [total + part for total, part in zip(sums, more)]
+
+
+def _scale(sums: list) -> tuple:
+    """(mean, std) of running sums, as numpy arrays (the graph's scale_of)."""
+    return tuple(x.numpy() for x in scale_of(*(tf.constant(s, tf.float64) for s in sums)))

@@ -108,7 +108,7 @@ def worker_main(task: int, config: A3CConfig, gpus: Sequence[str], logdir: str,
         worker.stop()
         progress.write("done", stop_reason="signal")
         return
-    worker.set_weights(first.weights, first.stats["global_step"], first.scale)
+    worker.adopt(first)
 
     def exchange(result):
         gradient_queue.put(result)

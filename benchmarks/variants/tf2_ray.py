@@ -104,8 +104,7 @@ class WorkerActor:
         from benchmarks.variants import tf2_worker  # imported by __init__ already
 
         initial = ray.get(parameters.initial.remote())
-        self.worker.set_weights(initial.weights, initial.stats["global_step"],
-                                initial.scale)
+        self.worker.adopt(initial)
         # One call per update: the gradients go by value, the weights after it come back.
         return tf2_worker.train(self.worker, self.progress,
                                 lambda result: ray.get(parameters.update.remote(result)),

@@ -62,7 +62,8 @@ class TF2Worker:
         # One EnvBatch per actor thread, seeded as the graph's actor threads' envs.
         self.recorders = [
             RolloutRecorder(EnvBatch(config.env, config.envs_per_worker, seed=seed + 100 * k,
-                                     **env_options(config)), config.rollout_length)
+                                     **env_options(config)), config.rollout_length,
+                            discount=config.gamma if config.normalize_rewards else None)
             for k in range(config.actor_threads)]
         info = self.recorders[0].envs.info
         with tf.device(device):
@@ -73,6 +74,9 @@ class TF2Worker:
             obs_dim = int(np.prod(info.obs_shape))
             self.scale = (tf2_common.LocalScale(obs_dim) if config.normalize_observations
                           else None)
+            # --normalize-rewards: the holder's discounted-return std, set with the weights.
+            self.return_std = (tf.Variable(1.0, trainable=False) if config.normalize_rewards
+                               else None)
             on_weights = tf2_common.network_on(info, config)
             self.rollout_functions = [
                 tf2_common.make_rollout_function(self.weights, on_weights, recorder,
@@ -97,14 +101,23 @@ class TF2Worker:
                                          daemon=True)
                         for k, fn in enumerate(self.rollout_functions)]
 
-    def set_weights(self, flat: np.ndarray, version: int, scale: tuple | None = None) -> None:
+    def set_weights(self, flat: np.ndarray, version: int, scale: tuple | None = None,
+                    return_std: float | None = None) -> None:
         """The local copy set to the holder's weights after its update number `version`
-        (and, with --normalize-observations, to its observation scale)."""
+        (and, with --normalize-observations, to its observation scale; with
+        --normalize-rewards, to its discounted return's standard deviation)."""
         with tf.device(self.device):
             self.weights.assign(flat)
             self.version.assign(version)
             if self.scale is not None and scale is not None:
                 self.scale.assign(scale)
+            if self.return_std is not None and return_std is not None:
+                self.return_std.assign(return_std)
+
+    def adopt(self, reply: Reply) -> None:
+        """set_weights from the holder's reply after its update number global_step."""
+        self.set_weights(reply.weights, reply.stats["global_step"], reply.scale,
+                         reply.return_std)
 
     def start_actors(self) -> None:
         for thread in self.threads:
@@ -145,15 +158,20 @@ class TF2Worker:
                 episode_ended(rollout["episode_lengths"].numpy())]
             return RolloutResult(self.task, np.zeros(0, np.float32), 0, env_steps,
                                  [float(r) for r in finished], None)
+        inputs = {key: rollout[key] for key in self.learner_keys}
+        if self.return_std is not None:
+            inputs[tf2_common.RETURN_STD] = self.return_std.read_value()
         with tf.device(self.device):
-            gradients, finished, parts = self.gradients_of(
-                {key: rollout[key] for key in self.learner_keys})
+            gradients, finished, parts = self.gradients_of(inputs)
             sums = (None if self.scale is None
                     else [x.numpy() for x in rollout_sums(rollout["obs"])])
+            return_sums = (None if self.return_std is None else
+                           [x.numpy() for x in
+                            rollout_sums(rollout["discounted_returns"][..., None])])
         return RolloutResult(self.task, gradients.numpy(),
                              int(rollout[tf2_common.ACTING_VERSION]), env_steps,
                              [float(r) for r in finished.numpy()], float(parts["entropy"]),
-                             observation_sums=sums)
+                             observation_sums=sums, return_sums=return_sums)
 
     def stop(self) -> None:
         """Stop the actor threads (each finishes its rollout) and close the envs."""
@@ -191,7 +209,7 @@ def train(worker: TF2Worker, progress: ProgressFile,
                 reason = reply.stop_reason
                 break
             if reply.weights is not None:  # None acting only: nothing was applied
-                worker.set_weights(reply.weights, reply.stats["global_step"], reply.scale)
+                worker.adopt(reply)
             if progress.due():
                 progress.write("running")
         progress.write("done", stop_reason=reason)

@@ -313,11 +313,13 @@ ACTED_SCALE = (np.array([0.5, -0.25, 1.0, 0.0], np.float32), np.array([2.0, 0.5,
                                                                        np.float32))
 
 
-def two_normalized_updates(cluster, config, rollouts, weights) -> dict:
+def two_normalized_updates(cluster, config, rollouts, weights,
+                           scope: str = "observation_statistics") -> dict:
     """Run in the cluster child, with a second worker task added: worker 0 learns
-    rollouts[0] (acted with ACTED_SCALE), then worker 1 starts (its local init) and learns
-    rollouts[1] acted with the scale its local copy synced. What the observation statistics,
-    the local scales and worker 0's loss were."""
+    rollouts[0] (acted with ACTED_SCALE, if observations are normalized), then worker 1
+    starts (its local init) and learns rollouts[1] acted with the scale its local copy
+    synced. What the statistics of `scope` (observation_statistics or return_statistics),
+    the local copy's scale of them and each worker's loss were."""
     import portpicker
 
     from tests.support.cluster_child import start_servers
@@ -334,9 +336,9 @@ def two_normalized_updates(cluster, config, rollouts, weights) -> dict:
             [runner] = tf1.get_collection(tf1.GraphKeys.QUEUE_RUNNERS)
             network = built.global_network.variables
             statistics = [v for v in tf1.global_variables()
-                          if v.op.name.startswith("observation_statistics/")]
+                          if v.op.name.startswith(f"{scope}/")]
             scale = sorted((v for v in tf1.local_variables()
-                            if v.op.name.startswith("local_observation_statistics/")),
+                            if v.op.name.startswith(f"local_{scope}/")),
                            key=lambda v: v.op.name)  # mean, std
             with tf1.Session(servers["worker", task].target) as session:
                 if task == 0:
@@ -344,15 +346,19 @@ def two_normalized_updates(cluster, config, rollouts, weights) -> dict:
                     session.run([v.assign(weights[name_in_scope(v)]) for v in network])
                 session.run(built.local_init_op)
                 synced = session.run(scale)
-                acted = ACTED_SCALE if task == 0 else synced
-                queued = {**rollout, worker_graph.ACTING_VERSION: np.int64(task),
-                          **dict(zip(normalization.ROLLOUT_FIELDS, acted)),
-                          **{f"{worker_graph.ACTING_WEIGHTS}{i}": value for i, value in
-                             enumerate(session.run([v.read_value() for v in network]))}}
+                acted = ({} if not config.normalize_observations else
+                         dict(zip(normalization.ROLLOUT_FIELDS,
+                                  ACTED_SCALE if task == 0 else synced)))
+                acting_weights = session.run([v.read_value() for v in network])
+                queued = {**rollout, worker_graph.ACTING_VERSION: np.int64(task), **acted,
+                          **{f"{worker_graph.ACTING_WEIGHTS}{i}": value
+                             for i, value in enumerate(acting_weights)}}
                 session.run(runner.queue.enqueue({k: tf.constant(v) for k, v in queued.items()}))
                 fetched = session.run(built.train_fetches)
                 result[task] = {"synced": synced, "after": session.run(scale),
                                 "loss": float(fetched.loss),
+                                "acting_weights": {name_in_scope(v): value for v, value
+                                                   in zip(network, acting_weights)},
                                 "statistics": _values(session, statistics)}
             batch.close()
     return result
@@ -392,3 +398,42 @@ def test_two_workers_observation_statistics_add_up_and_each_update_uses_its_roll
                        for key in ("obs", "next_obs")}}
     want = ground_truth.mlp_loss(weights, standardized, config)["total"]
     assert got[0]["loss"] == pytest.approx(want, rel=2e-5)
+
+
+def test_two_workers_return_statistics_add_up_and_each_update_scales_by_its_copys_std(
+        in_cluster):
+    """--normalize-rewards through a real ps: two workers' rollouts add up to the count, sum
+    and sum of squares of all their discounted returns; a worker's copy of the return scale
+    syncs and refreshes to their standard deviation (NumPy's); and an update learns from
+    the rewards divided by the standard deviation its copy held (worker 0: 1, none seen
+    yet; worker 1: worker 0's rollout's), clipped at 10."""
+    config = dataclasses.replace(UPDATE_CONFIG, normalize_rewards=True)
+    rollouts = [queued_rollout(seed=4), queued_rollout(seed=6)]
+    for k, rollout in enumerate(rollouts):
+        rollout["discounted_returns"] = (0.1 + 5.0 * k + np.random.default_rng(k).random(
+            rollout["rewards"].shape)).astype(np.float32)
+    weights = network_weights(seed=5)
+    got = in_cluster("tests.cluster.test_worker_graph_cluster:two_normalized_updates",
+                     config=config, rollouts=rollouts, weights=weights,
+                     scope="return_statistics")
+
+    def std_of(*batches):
+        x = np.concatenate([b["discounted_returns"].ravel() for b in batches]).astype(
+            np.float64)
+        return np.sqrt(x.var() + 1e-8)
+
+    both = np.concatenate([r["discounted_returns"].ravel() for r in rollouts]).astype(
+        np.float64)
+    statistics = got[1]["statistics"]
+    np.testing.assert_allclose(statistics["return_statistics/count"], len(both))
+    np.testing.assert_allclose(statistics["return_statistics/sum"], [both.sum()], rtol=1e-6)
+    np.testing.assert_allclose(statistics["return_statistics/sum_of_squares"],
+                               [(both ** 2).sum()], rtol=1e-6)
+    np.testing.assert_allclose(got[0]["synced"][1], [1.0], rtol=1e-6)
+    np.testing.assert_allclose(got[0]["after"][1], [std_of(rollouts[0])], rtol=1e-5)
+    np.testing.assert_allclose(got[1]["synced"][1], [std_of(rollouts[0])], rtol=1e-5)
+    np.testing.assert_allclose(got[1]["after"][1], [std_of(*rollouts)], rtol=1e-5)
+    for task, std in ((0, 1.0), (1, std_of(rollouts[0]))):
+        want = ground_truth.mlp_loss(got[task]["acting_weights"],
+                                     {**rollouts[task], "return_std": std}, config)["total"]
+        assert got[task]["loss"] == pytest.approx(want, rel=2e-5), task

@@ -414,30 +414,33 @@ def _cartpole_info_and_config():
 
 
 
-def test_a_tf2_worker_acts_on_a_box_and_the_holder_keeps_the_observation_statistics():
-    """The TF2 variants' continuous actions and --normalize-observations (TargetBox: 2
-    actions in [-2, 2]): a rollout's actions are float [T, B, 2] as sampled, its gradients
-    include the log std's, the holder adds the result's observation sums and replies with
-    their mean and standard deviation, and the worker's next rollouts act on that scale."""
+def test_a_tf2_worker_acts_on_a_box_and_the_holder_keeps_the_running_statistics():
+    """The TF2 variants' continuous actions, --normalize-observations and --normalize-rewards
+    (TargetBox: 2 actions in [-2, 2]): a rollout's actions are float [T, B, 2] as sampled,
+    its gradients include the log std's, the holder adds the result's observation and
+    discounted-return sums and replies with their mean and standard deviation, the worker's
+    next rollouts act on that observation scale and its updates learn on that return std."""
     from a3c_graph.core.config import resolve_config
     from a3c_graph.core.envs import env_info, env_options
     from benchmarks.variants import tf2_common, tf2_worker
 
     config = resolve_config({"env": "tests.support.action_space_envs:TargetBox-v0",
                              "envs_per_worker": 3, "rollout_length": 4, "seed": 2})
-    assert config.normalize_observations  # the continuous preset, picked by auto
+    assert config.normalize_observations and config.normalize_rewards  # the continuous preset
     info = env_info(config.env, **env_options(config))
     holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
     first = holder.initial()
     np.testing.assert_allclose(first.scale, [[0.0], [1.0]], atol=1e-4)
+    assert first.return_std == pytest.approx(1.0)
     worker = tf2_worker.TF2Worker(config, task=0, device="/CPU:0")
     try:
-        worker.set_weights(first.weights, 0, first.scale)
+        worker.adopt(first)
         worker.start_actors()
         rollout = next(r for r in (worker.next_rollout() for _ in range(40)) if r is not None)
         result = worker.learn(rollout)
         reply = holder.update(result)
-        worker.set_weights(reply.weights, 1, reply.scale)
+        worker.adopt(reply)
+        return_std = float(worker.return_std.numpy())
         later = next(r for r in (worker.next_rollout() for _ in range(80))
                      if r is not None and int(r[tf2_common.ACTING_VERSION]) == 1)
     finally:
@@ -452,3 +455,10 @@ def test_a_tf2_worker_acts_on_a_box_and_the_holder_keeps_the_observation_statist
     np.testing.assert_allclose(reply.scale[0], obs.mean(axis=0), rtol=1e-5)
     np.testing.assert_allclose(reply.scale[1], np.sqrt(obs.var(axis=0) + 1e-8), rtol=1e-5)
     np.testing.assert_allclose(later[tf2_common.ACTING_SCALE[0]].numpy(), reply.scale[0])
+    discounted = rollout["discounted_returns"].numpy().astype(np.float64)
+    count, total, squares = result.return_sums
+    assert count == 12
+    np.testing.assert_allclose(total, [discounted.sum()], rtol=1e-6)
+    np.testing.assert_allclose(squares, [(discounted ** 2).sum()], rtol=1e-6)
+    assert reply.return_std == pytest.approx(np.sqrt(discounted.var() + 1e-8), rel=1e-5)
+    assert return_std == pytest.approx(reply.return_std, rel=1e-6)

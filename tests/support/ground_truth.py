@@ -14,7 +14,8 @@ every state), independent of each other:
   H(pi(.|s))  = sum_i [ log(2 pi e sigma_i^2) / 2 ]
 
 A'_t is A_t normalized over the rollout under --normalize-advantages; under --clip-rewards r_t
-is replaced by its sign. A_t, A'_t and G_t are targets: the gradient holds them constant.
+is replaced by its sign, under --normalize-rewards by clip(r_t / rollout["return_std"], -10,
+10). A_t, A'_t and G_t are targets: the gradient holds them constant.
 
 The loss is computed from a network's outputs (logits [T, B, A], V(s_t) and V(s_{t+1}) [T, B]),
 so any network can be checked with it; mlp_outputs is the forward pass of an
@@ -103,6 +104,8 @@ def targets(values, next_values, rollout: dict, config) -> dict[str, np.ndarray]
     rewards = np.asarray(rollout["rewards"], np.float64)
     if config.clip_rewards:
         rewards = np.sign(rewards)
+    if config.normalize_rewards:
+        rewards = np.clip(rewards / rollout["return_std"], -10.0, 10.0)
     advantages = gae(rewards, values, next_values, rollout["terminated"], rollout["truncated"],
                      config.gamma, config.gae_lambda)
     policy_advantages = advantages

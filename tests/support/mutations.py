@@ -201,10 +201,14 @@ MUTATIONS = [
              "_each_its_own",
              "the value targets built from normalized advantages"),
     Mutation("reward-clip", "a3c_graph/core/learner.py",
-             'rewards = tf.sign(rollout["rewards"]) if config.clip_rewards else rollout["rewards"]',
-             'rewards = rollout["rewards"]',
+             "rewards = tf.sign(rewards)", "rewards = rewards",
              "tests/unit/core/test_learner.py::test_clipped_rewards_learn_from_the_sign_of_each_reward_only",
              "--clip-rewards ignored"),
+    Mutation("rewards-not-scaled", "a3c_graph/core/learner.py",
+             "rewards = scaled_rewards(rewards, return_std)", "rewards = rewards",
+             "tests/unit/core/test_learner.py::test_normalized_rewards_learn_from_each_reward_over_"
+             "the_return_std_clipped_at_ten",
+             "--normalize-rewards ignored by the learner"),
     Mutation("saver-slots", "a3c_graph/rundir/checkpoints.py",
              "return tf1.train.Saver(max_to_keep=KEEP,",
              'return tf1.train.Saver([v for v in tf1.global_variables() if "Adam" not in '
@@ -235,6 +239,12 @@ MUTATIONS = [
              "tests/unit/core/test_rollout.py::test_episode_returns_and_lengths_are_nonzero_exactly_where_an"
              "_episode_ended",
              "the step's reward recorded as the episode's return"),
+    Mutation("return-not-reset", "a3c_graph/core/rollout.py",
+             "self.discounted_return[np.logical_or(step.terminated, step.truncated)] = 0.0",
+             "pass",
+             "tests/unit/core/test_rollout.py::test_discounted_returns_sum_each_episodes_rewards_"
+             "so_far_across_rollouts",
+             "the discounted return of --normalize-rewards carried into the next episode"),
     Mutation("acting-reset", "a3c_graph/core/rollout.py",
              "reset_state(after, _shaped(done, [B])))", "after)",
              "tests/unit/core/test_model.py::test_actor_carries_the_lstm_state_across_rollouts_and_zeroes"

@@ -145,6 +145,8 @@ def test_validate_names_the_flag_of_a_bad_value(field_name, bad_value, message):
     (["--gamma", "1.01"], "--gamma must be in [0, 1]"),
     (["--learning-rate=-1e-3"], "--learning-rate must be a positive number"),
     (["--hidden-sizes", "64,-1"], "--hidden-sizes must be positive widths"),
+    (["--normalize-rewards", "true", "--clip-rewards", "true"],
+     "--normalize-rewards and --clip-rewards both rescale the rewards"),
 ])
 def test_bad_flag_on_the_command_line_raises_value_error_naming_it(argv, message):
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -39,9 +39,10 @@ tf1 = tf.compat.v1
 # ---------------------------------------------------------------------------------------------
 
 def learner_loss_in_tf(config: A3CConfig, rollout: dict, weights_seed: int = 1,
-                       obs_dim: int = OBS_DIM, actions=NUM_ACTIONS):
+                       obs_dim: int = OBS_DIM, actions=NUM_ACTIONS, return_std=None):
     """learner.learner_loss of an ActorCriticMLP over `actions` (a number of discrete
-    actions, or an ActionSpace) with random weights on `rollout`.
+    actions, or an ActionSpace) with random weights on `rollout` (and with
+    --normalize-rewards, the discounted return's standard deviation `return_std`).
 
     Returns (the loss and its parts, {"total", "policy_loss", "value_loss", "entropy"};
     the gradients of the total, by variable name; the weights, by variable name).
@@ -49,7 +50,8 @@ def learner_loss_in_tf(config: A3CConfig, rollout: dict, weights_seed: int = 1,
     with tf.Graph().as_default():
         network = ActorCriticMLP((obs_dim,), actions, config.hidden_sizes, "net")
         total, parts = learner.learner_loss(
-            network, {key: tf.constant(value) for key, value in rollout.items()}, config)
+            network, {key: tf.constant(value) for key, value in rollout.items()}, config,
+            None if return_std is None else tf.constant(return_std, tf.float32))
         gradients = tf.gradients(total, network.variables)
         weights = random_weights(network, weights_seed)
         with tf1.Session() as session:
@@ -121,6 +123,21 @@ def test_clipped_rewards_learn_from_the_sign_of_each_reward_only():
     assert_parts_match(clipped, ground_truth.mlp_loss(weights, rollout, clipped_config))
     # ...which is not learning from the raw rewards (of sizes up to about 3 here).
     assert abs(clipped["value_loss"] - raw["value_loss"]) > 0.1 * raw["value_loss"]
+
+
+def test_normalized_rewards_learn_from_each_reward_over_the_return_std_clipped_at_ten():
+    """--normalize-rewards: the loss is the ground truth's on rewards divided by the
+    discounted return's standard deviation the learner was given, those beyond +-10 clipped
+    (VecNormalize's clip_reward); a larger standard deviation gives another loss."""
+    rollout = hand_made_rollout()
+    config = dataclasses.replace(CONFIG, normalize_rewards=True)
+    std = 0.25
+    assert np.abs(rollout["rewards"] / std).max() > 10.0  # the clip is reached
+    scaled, _, weights = learner_loss_in_tf(config, rollout, return_std=std)
+    assert_parts_match(scaled, ground_truth.mlp_loss(weights, {**rollout, "return_std": std},
+                                                     config))
+    other, _, _ = learner_loss_in_tf(config, rollout, return_std=4.0)
+    assert abs(other["value_loss"] - scaled["value_loss"]) > 0.1 * scaled["value_loss"]
 
 
 def test_a_truncated_episode_bootstraps_from_its_final_observation_a_terminated_one_not():

@@ -33,8 +33,10 @@ TIME_LIMIT = 4  # steps; episodes that would last longer are truncated
 # Episode lengths the env cycles through: 2 and 3 end in a terminal state, 6 is truncated at 4.
 EPISODE_LENGTHS = (2, 6, 3)
 SEED = 10
+DISCOUNT = 0.5  # the rollouts record their discounted returns (--normalize-rewards)
 # The recorded fields' names (they do not depend on the sizes).
-ROLLOUT_KEYS = tuple(field.name for field in rollout_fields((), np.float32, 0, 0))
+ROLLOUT_KEYS = tuple(field.name for field in rollout_fields((), np.float32, 0, 0,
+                                                            discounted=True))
 # Observation fields.
 ENV_SEED, EPISODE, STEP, LAST_ACTION = range(4)
 
@@ -98,7 +100,7 @@ def graph_rollouts(env_id: str) -> dict[str, np.ndarray]:
             return tf.cast(tf.math.floormod(
                 obs[:, ENV_SEED] + obs[:, EPISODE] + obs[:, STEP], NUM_ACTIONS), tf.int32)
 
-        rollout = build_rollout(batch, policy, T)
+        rollout = build_rollout(batch, policy, T, discount=DISCOUNT)
         with tf1.Session() as session:
             rollouts = [session.run(rollout) for _ in range(ROLLOUTS)]
     batch.close()
@@ -108,7 +110,7 @@ def graph_rollouts(env_id: str) -> dict[str, np.ndarray]:
 def recorder_rollouts(env_id: str) -> dict[str, np.ndarray]:
     """The same from a Python loop over RolloutRecorder, as the TF2 variants collect them."""
     batch = EnvBatch(env_id, B, seed=SEED)
-    recorder = RolloutRecorder(batch, T)
+    recorder = RolloutRecorder(batch, T, DISCOUNT)
     rollouts = []
     for _ in range(ROLLOUTS):
         for t in range(T):
@@ -196,6 +198,30 @@ def test_episode_returns_and_lengths_are_nonzero_exactly_where_an_episode_ended(
         np.testing.assert_array_equal(lengths[t], np.where(done[t], running_length, 0))
         running_return[done[t]] = 0.0
         running_length[done[t]] = 0
+
+
+def test_discounted_returns_sum_each_episodes_rewards_so_far_across_rollouts(recorded):
+    """--normalize-rewards' statistic: R_t = DISCOUNT x R_{t-1} + r_t within an episode, from
+    its first step, carried from one rollout to the next, and back to 0 after a terminated
+    or a truncated step (VecNormalize's discounted return)."""
+    done = recorded["terminated"] | recorded["truncated"]
+    assert (~done[T - 1]).any()  # an episode goes on from the first rollout into the second
+    want, running = np.zeros_like(recorded["rewards"]), np.zeros(B)
+    for t in range(len(done)):
+        running = DISCOUNT * running + recorded["rewards"][t]
+        want[t] = running
+        running[done[t]] = 0.0
+    np.testing.assert_allclose(recorded["discounted_returns"], want, rtol=1e-6)
+
+
+def test_a_rollout_without_a_discount_records_no_discounted_returns(env_id):
+    batch = EnvBatch(env_id, B, seed=SEED)
+    with tf.Graph().as_default():
+        rollout = build_rollout(batch, lambda obs: tf.zeros([B], tf.int32), T)
+    recorder = RolloutRecorder(batch, T)
+    batch.close()
+    assert "discounted_returns" not in rollout
+    assert "discounted_returns" not in [field.name for field in recorder.fields]
 
 
 # --------------------------------------------------------------------------- acting
