@@ -425,8 +425,9 @@ def test_a_tf2_worker_acts_on_a_box_and_the_holder_keeps_the_running_statistics(
     from benchmarks.variants import tf2_common, tf2_worker
 
     config = resolve_config({"env": "tests.support.action_space_envs:TargetBox-v0",
-                             "envs_per_worker": 3, "rollout_length": 4, "seed": 2})
-    assert config.normalize_observations and config.normalize_rewards  # the continuous preset
+                             "envs_per_worker": 3, "rollout_length": 4, "seed": 2,
+                             "normalize_rewards": True})
+    assert config.normalize_observations  # the continuous preset, picked by auto
     info = env_info(config.env, **env_options(config))
     holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
     first = holder.initial()
