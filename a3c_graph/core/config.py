@@ -234,6 +234,11 @@ class A3CConfig:
         return max(self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples),
                    self.own_pipeline_lag())
 
+    def return_discount(self) -> float | None:
+        """The discount the rollouts record each env's discounted return with, for
+        --normalize-rewards' statistics (core/rollout.py); None without it (none recorded)."""
+        return self.gamma if self.normalize_rewards else None
+
     def own_pipeline_lag(self) -> int:
         """The lag PRESET_WORKERS workers make by themselves, with which every preset was set
         and measured: a rollout's gradient lands up to --queue-capacity + 1 updates of its

@@ -146,6 +146,12 @@ def rollout_sums(observations) -> list:
     return [tf.where(finite, part, tf.zeros_like(part)) for part in sums]
 
 
+def return_sums(rollout: dict) -> list:
+    """rollout_sums of a rollout's discounted returns [T, B] (--normalize-rewards), each a
+    one-entry vector."""
+    return rollout_sums(rollout["discounted_returns"][..., None])
+
+
 def scale_of(count, total, sum_of_squares) -> ObservationScale:
     """ObservationScale from the sums: mean = sum / count, variance = the mean square less
     the squared mean (floored at 0), float32."""

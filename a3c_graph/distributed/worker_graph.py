@@ -60,6 +60,7 @@ from a3c_graph.core.normalization import (
     LocalScale,
     ObservationScale,
     ObservationStatistics,
+    return_sums,
     rollout_sums,
     scale_in,
 )
@@ -262,7 +263,7 @@ def build_actors_and_queue(local: LocalCopy, env_batches: list[EnvBatch],
                                         config, "acting_network", observation_scale=scale)
             rollout = build_rollout(batch, _sampling_policy(acting), config.rollout_length,
                                     state_shape=acting.state_shape if acting.recurrent else None,
-                                    discount=config.gamma if config.normalize_rewards else None)
+                                    discount=config.return_discount())
             rollout.update({f"{ACTING_WEIGHTS}{i}": w for i, w in enumerate(weights)})
             rollout[ACTING_VERSION] = version
             if scale is not None:
@@ -316,12 +317,11 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
         policy_lag = copy_version - rollout[ACTING_VERSION] + others_since_refresh.read_value()
         learning_rate = learning_rate_now(config, update.is_finite, env_steps_seen, policy_lag)
         sums = rollout_sums(rollout["obs"]) if config.normalize_observations else None
-        return_sums = (rollout_sums(rollout["discounted_returns"][..., None])
-                       if config.normalize_rewards else None)
+        discounted = return_sums(rollout) if config.normalize_rewards else None
     return Learner(update, learning_rate, returns, lengths,
                    rollout["rewards"].shape.num_elements(), env_steps_seen,
                    rollout[ACTING_VERSION], copy_version, others_since_refresh, sums,
-                   return_sums)
+                   discounted)
 
 
 def finished_episodes(rollout: dict):
@@ -404,8 +404,10 @@ def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
     sums, returns = arrived[n + 1:-1], arrived[-1]
     with tf.control_dependencies([applied]):
         counted = globals_.stats.record(task, returns, learner.rollout_steps)
-        for k, statistics in enumerate(globals_.running_statistics()):
-            counted = tf.group(counted, statistics.add(sums[3 * k:3 * k + 3]))
+        for statistics in globals_.running_statistics():
+            width = len(statistics.variables)  # count, sum, sum of squares
+            counted = tf.group(counted, statistics.add(sums[:width]))
+            sums = sums[width:]
     return counted
 
 
@@ -439,8 +441,9 @@ def refresh_local_copy(local: LocalCopy, globals_: Globals, shards: list[PsShard
                                "refresh_local"),
                      local.version.assign(counters.global_step)]
         scales = after_variables[len(Counters._fields):]
+        width = len(ObservationScale._fields)  # mean, std
         for k, copy in enumerate(local.scales()):
-            refreshed.append(copy.assign(ObservationScale(*scales[2 * k:2 * k + 2])))
+            refreshed.append(copy.assign(ObservationScale(*scales[width * k:width * (k + 1)])))
         with tf.control_dependencies(refreshed):
             return Counters(*(tf.identity(value) for value in counters))
 

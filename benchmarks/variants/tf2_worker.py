@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_options
-from a3c_graph.core.normalization import rollout_sums
+from a3c_graph.core.normalization import return_sums, rollout_sums
 from a3c_graph.core.rollout import RolloutRecorder, episode_ended
 from a3c_graph.rundir.progress import ProgressFile
 from benchmarks.variants import tf2_common
@@ -63,7 +63,7 @@ class TF2Worker:
         self.recorders = [
             RolloutRecorder(EnvBatch(config.env, config.envs_per_worker, seed=seed + 100 * k,
                                      **env_options(config)), config.rollout_length,
-                            discount=config.gamma if config.normalize_rewards else None)
+                            discount=config.return_discount())
             for k in range(config.actor_threads)]
         info = self.recorders[0].envs.info
         with tf.device(device):
@@ -165,13 +165,12 @@ class TF2Worker:
             gradients, finished, parts = self.gradients_of(inputs)
             sums = (None if self.scale is None
                     else [x.numpy() for x in rollout_sums(rollout["obs"])])
-            return_sums = (None if self.return_std is None else
-                           [x.numpy() for x in
-                            rollout_sums(rollout["discounted_returns"][..., None])])
+            discounted = (None if self.return_std is None
+                          else [x.numpy() for x in return_sums(rollout)])
         return RolloutResult(self.task, gradients.numpy(),
                              int(rollout[tf2_common.ACTING_VERSION]), env_steps,
                              [float(r) for r in finished.numpy()], float(parts["entropy"]),
-                             observation_sums=sums, return_sums=return_sums)
+                             observation_sums=sums, return_sums=discounted)
 
     def stop(self) -> None:
         """Stop the actor threads (each finishes its rollout) and close the envs."""
