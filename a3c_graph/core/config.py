@@ -37,7 +37,7 @@ POLICY_CHOICES = ("auto", "mlp", "cnn", "lstm")
 # report Atari scores on (no sticky actions, a lost life ends the episode for learning, FIRE
 # after a reset and after a lost life).
 PROTOCOL_CHOICES = ("ale-v5", "classic")
-OPTIMIZER_CHOICES = ("adam", "rmsprop")
+OPTIMIZER_CHOICES = ("adam", "rmsprop", "rmsprop-pytorch")
 CONV_PADDING_CHOICES = ("same", "valid")
 ACTIVATION_CHOICES = ("elu", "relu")
 
@@ -142,12 +142,15 @@ class A3CConfig:
         0.9, "Adam's beta1, the decay of its first moment (its momentum); 0 turns the "
         "momentum off.")
     optimizer: str = _f(
-        "adam", "How the ps tasks apply the gradients: adam, or rmsprop (the A3C paper's shared "
-        "RMSProp and rl-baselines3-zoo's A2C: decay 0.99, no momentum, the mean square "
-        "started at 1 and --rmsprop-epsilon inside its square root, as TF's RMSProp).",
+        "adam", "How the ps tasks apply the gradients: adam; rmsprop (the A3C paper's shared "
+        "RMSProp and rl-baselines3-zoo's A2C on Atari: decay 0.99, no momentum, the mean "
+        "square started at 1 and --rmsprop-epsilon inside its square root, as TF's RMSProp); "
+        "or rmsprop-pytorch (PyTorch's RMSprop, which stable-baselines3's A2C applies on "
+        "MuJoCo and classic control: the mean square started at 0 and --rmsprop-epsilon "
+        "added outside its square root).",
         choices=OPTIMIZER_CHOICES)
-    rmsprop_epsilon: float = _f(1e-5, "RMSProp epsilon with --optimizer rmsprop "
-                                "(rl-baselines3-zoo's A2C: 1e-5).")
+    rmsprop_epsilon: float = _f(1e-5, "RMSProp epsilon with --optimizer rmsprop or "
+                                "rmsprop-pytorch (rl-baselines3-zoo's A2C: 1e-5).")
     entropy_coef: float = _f(0.01, "Weight of the entropy bonus.")
     value_coef: float = _f(0.5, "Weight of the value loss.")
     grad_clip_norm: float = _f(40.0, "Gradients are clipped to this global norm before applying.")

@@ -108,13 +108,48 @@ def learning_rate_now(config: A3CConfig, is_finite, env_steps_seen, policy_lag):
 def build_optimizer(config: A3CConfig, learning_rate, suffix: str = ""):
     """The tf.compat.v1 optimizer --optimizer names, at `learning_rate` (a float or a scalar
     tensor), the one rule the graph's ps tasks and the TF2 variants apply. Adam with
-    --adam-epsilon; or RMSProp as the A3C paper's and rl-baselines3-zoo's A2C (decay 0.99, no
-    momentum, the mean square started at 1 and --rmsprop-epsilon inside its square root: TF's
-    RMSProp, which rl-zoo's RMSpropTFLike copies). Its slots are named "Adam" or "RMSProp"
-    and `suffix` ("_ps1")."""
+    --adam-epsilon; RMSProp as the A3C paper's and rl-baselines3-zoo's A2C on Atari (decay
+    0.99, no momentum, the mean square started at 1 and --rmsprop-epsilon inside its square
+    root: TF's RMSProp, which rl-zoo's RMSpropTFLike copies); or rmsprop-pytorch, the
+    RMSProp stable-baselines3's A2C applies everywhere else (PyTorchRMSProp). Its slots are
+    named "Adam" or "RMSProp" and `suffix` ("_ps1")."""
     if config.optimizer == "rmsprop":
         return tf.compat.v1.train.RMSPropOptimizer(
             learning_rate, decay=0.99, momentum=0.0, epsilon=config.rmsprop_epsilon,
             name="RMSProp" + suffix)
+    if config.optimizer == "rmsprop-pytorch":
+        return PyTorchRMSProp(learning_rate, epsilon=config.rmsprop_epsilon,
+                              name="RMSProp" + suffix)
     return tf.compat.v1.train.AdamOptimizer(learning_rate, beta1=config.adam_beta1,
                                             epsilon=config.adam_epsilon, name="Adam" + suffix)
+
+
+class PyTorchRMSProp(tf.compat.v1.train.Optimizer):
+    """RMSProp in torch.optim.RMSprop's form, which stable-baselines3's A2C applies on every
+    task rl-baselines3-zoo does not give RMSpropTFLike (its MuJoCo and classic-control
+    runs): the mean square s starts at 0 and epsilon is added outside its square root,
+
+        s <- decay s + (1 - decay) g^2,    w <- w - lr g / (sqrt(s) + epsilon).
+
+    TF's RMSProp starts s at 1 and adds epsilon inside the root, a floor of sqrt(1e-5) =
+    3.2e-3 on the denominator: gradients of 1e-4 a weight (rewards scaled to unit returns)
+    move a weight by a thirtieth of the learning rate where this moves it by about one.
+    One slot a variable, the mean square, named after the optimizer ("<variable>/RMSProp")."""
+
+    def __init__(self, learning_rate, decay: float = 0.99, epsilon: float = 1e-5,
+                 name: str = "RMSProp"):
+        super().__init__(use_locking=False, name=name)
+        self._learning_rate, self._decay, self._epsilon = learning_rate, decay, epsilon
+
+    def _create_slots(self, var_list):
+        for variable in var_list:
+            self._zeros_slot(variable, "mean_square", self._name)
+
+    def _resource_apply_dense(self, grad, var):
+        mean_square = self.get_slot(var, "mean_square")
+        updated = mean_square.assign(
+            self._decay * mean_square + (1.0 - self._decay) * tf.square(grad))
+        learning_rate = tf.cast(self._learning_rate, grad.dtype)
+        return var.assign_sub(learning_rate * grad / (tf.sqrt(updated) + self._epsilon))
+
+    _apply_dense = _resource_apply_dense

@@ -210,12 +210,15 @@ def test_a_stale_rollouts_gradient_is_its_acting_weights_and_applies_at_a_scaled
     assert got["fetched"]["learning_rate"] == pytest.approx(learning_rate)
 
 
-def test_with_rmsprop_one_update_moves_every_global_by_rmsprops_step(in_cluster):
+@pytest.mark.parametrize("optimizer", ["rmsprop", "rmsprop-pytorch"])
+def test_with_rmsprop_one_update_moves_every_global_by_rmsprops_step(in_cluster, optimizer):
     """--optimizer rmsprop through 2 real ps tasks: each global moves by TF's RMSProp first
     step of its own clipped gradient (the mean square starts at 1: ms = 0.99 + 0.01 g^2,
-    w' = w - lr g / sqrt(ms + eps), the update rl-zoo's A2C applies), with the mean square
-    kept in a slot named after the optimizer on each ps task."""
-    config = dataclasses.replace(UPDATE_CONFIG, optimizer="rmsprop", rmsprop_epsilon=1e-5)
+    w' = w - lr g / sqrt(ms + eps), the update rl-zoo's A2C applies on Atari); with
+    rmsprop-pytorch by PyTorch's (from 0: ms = 0.01 g^2, w' = w - lr g / (sqrt(ms) + eps),
+    SB3's A2C on MuJoCo); the mean square kept in a slot named after the optimizer on each
+    ps task."""
+    config = dataclasses.replace(UPDATE_CONFIG, optimizer=optimizer, rmsprop_epsilon=1e-5)
     rollout, weights = queued_rollout(seed=4), network_weights(seed=5)
     got = in_cluster("tests.cluster.test_worker_graph_cluster:one_update", num_ps=2,
                      config=config, rollout=rollout, weights=weights,
@@ -225,14 +228,21 @@ def test_with_rmsprop_one_update_moves_every_global_by_rmsprops_step(in_cluster)
     learning_rate = config.learning_rate * (1 - ENV_STEPS_BEFORE / config.max_steps)
     steps = []
     for name, weight in weights.items():
-        mean_square = 0.99 + 0.01 * gradients[name] ** 2
-        step = learning_rate * gradients[name] / np.sqrt(mean_square + config.rmsprop_epsilon)
+        if optimizer == "rmsprop":
+            mean_square = 0.99 + 0.01 * gradients[name] ** 2
+            step = learning_rate * gradients[name] / np.sqrt(mean_square
+                                                             + config.rmsprop_epsilon)
+        else:
+            mean_square = 0.01 * gradients[name] ** 2
+            step = learning_rate * gradients[name] / (np.sqrt(mean_square)
+                                                      + config.rmsprop_epsilon)
         np.testing.assert_allclose(got["globals"][f"global/{name}"], weight - step, rtol=0,
                                    atol=1e-6, err_msg=name)
         slot = [key for key in got["globals"] if key.startswith(f"global/{name}/RMSProp")
-                and not key.endswith("_1")]  # "_1": the momentum slot, unused at momentum 0
+                and not key.endswith("_1")]  # "_1": TF's momentum slot, unused at momentum 0
         assert len(slot) == 1, slot
-        np.testing.assert_allclose(got["globals"][slot[0]], mean_square, rtol=1e-5)
+        # rtol 1e-4: PyTorch's mean square is g^2 of a float32 gradient
+        np.testing.assert_allclose(got["globals"][slot[0]], mean_square, rtol=1e-4)
         steps.append(np.abs(step).max())
     assert not [key for key in got["globals"] if "/Adam" in key]
     assert max(steps) > 1e-4  # the update moved the weights by far more than the tolerance

@@ -391,17 +391,23 @@ def test_the_parameter_holder_scales_a_stale_update_by_lag_tolerance_over_lag():
     np.testing.assert_allclose(steps[12], config.learning_rate / 2, rtol=0.05)
 
 
-def test_the_parameter_holder_applies_rmsprop_when_asked():
-    """--optimizer rmsprop in the TF2 variants: TF's RMSProp first step, lr g / sqrt(0.99 +
-    0.01 g^2 + eps), where Adam's would move each weight by about the learning rate."""
+@pytest.mark.parametrize("optimizer, denominator", [
+    # TF's first step: the mean square from 1, epsilon inside the root
+    ("rmsprop", lambda g, eps: np.sqrt(0.99 + 0.01 * g ** 2 + eps)),
+    # PyTorch's: from 0, epsilon outside
+    ("rmsprop-pytorch", lambda g, eps: np.sqrt(0.01 * g ** 2) + eps),
+])
+def test_the_parameter_holder_applies_rmsprop_when_asked(optimizer, denominator):
+    """--optimizer rmsprop and rmsprop-pytorch in the TF2 variants: RMSProp's first step,
+    lr g / denominator, where Adam's would move each weight by about the learning rate."""
     from benchmarks.variants import tf2_common
 
     info, config = _cartpole_info_and_config()
-    config = dataclasses.replace(config, optimizer="rmsprop")
+    config = dataclasses.replace(config, optimizer=optimizer)
     holder = tf2_common.ParameterHolder(config, "/CPU:0", info)
     before = holder.initial().weights
     reply = holder.update(tf2_common.RolloutResult(0, np.full_like(before, 3.0), 0, 256, [], None))
-    want = config.learning_rate * 3.0 / np.sqrt(0.99 + 0.09 + config.rmsprop_epsilon)
+    want = config.learning_rate * 3.0 / denominator(3.0, config.rmsprop_epsilon)
     np.testing.assert_allclose(before - reply.weights, want, rtol=1e-4)
 
 

@@ -204,6 +204,12 @@ MUTATIONS = [
              "rewards = tf.sign(rewards)", "rewards = rewards",
              "tests/unit/core/test_learner.py::test_clipped_rewards_learn_from_the_sign_of_each_reward_only",
              "--clip-rewards ignored"),
+    Mutation("rmsprop-epsilon-inside", "a3c_graph/core/learner.py",
+             "learning_rate * grad / (tf.sqrt(updated) + self._epsilon)",
+             "learning_rate * grad / tf.sqrt(updated + self._epsilon)",
+             "tests/unit/core/test_learner.py::test_pytorch_rmsprop_steps_as_torchs_formula_not_"
+             "as_tfs",
+             "--optimizer rmsprop-pytorch adds epsilon inside the root, as TF's RMSProp"),
     Mutation("rewards-not-scaled", "a3c_graph/core/learner.py",
              "rewards = scaled_rewards(rewards, return_std)", "rewards = rewards",
              "tests/unit/core/test_learner.py::test_normalized_rewards_learn_from_each_reward_over_"

@@ -269,6 +269,53 @@ def test_a_stale_update_applies_at_the_rate_scaled_by_tolerance_over_lag(lag, to
 
 
 # ---------------------------------------------------------------------------------------------
+# The optimizers' steps.
+# ---------------------------------------------------------------------------------------------
+
+def test_pytorch_rmsprop_steps_as_torchs_formula_not_as_tfs():
+    """--optimizer rmsprop-pytorch over three updates against torch.optim.RMSprop's update
+    written in NumPy (the mean square from 0, epsilon outside its root): at the first update
+    sqrt(0.01 g^2) = 0.1 |g|, so a gradient of 1e-4 moves its weight by 5 learning rates
+    (epsilon is 1e-5 beside 1e-5) and a large one by 10; TF's form (--optimizer rmsprop)
+    moves the first by lr g / sqrt(1 + eps), a fifty-thousandth of that."""
+    gradients = [np.array([1e-4, -1e-4, 0.5, 0.0], np.float32),
+                 np.array([1e-4, 3e-4, -0.5, 1e-6], np.float32),
+                 np.array([2e-4, -1e-4, 0.1, 0.0], np.float32)]
+    lr, eps = 7e-4, 1e-5
+
+    def moved(optimizer):
+        """How far each update has moved the weights from 0, after each update."""
+        config = dataclasses.replace(CONFIG, optimizer=optimizer, rmsprop_epsilon=eps)
+        with tf.Graph().as_default():
+            weight = tf1.get_variable("w", [4], initializer=tf1.zeros_initializer())
+            gradient = tf1.placeholder(tf.float32, [4])
+            apply = learner.build_optimizer(config, lr).apply_gradients([(gradient, weight)])
+            with tf1.Session() as session:
+                session.run(tf1.global_variables_initializer())
+                after = []
+                for g in gradients:
+                    session.run(apply, {gradient: g})
+                    after.append(-session.run(weight))
+                return after
+
+    mean_square, weight, want = np.zeros(4), np.zeros(4), []
+    for g in gradients:
+        mean_square = 0.99 * mean_square + 0.01 * g.astype(np.float64) ** 2
+        weight = weight - lr * g / (np.sqrt(mean_square) + eps)
+        want.append(-weight)
+    got = moved("rmsprop-pytorch")
+    for update, (got_moved, want_moved) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(got_moved, want_moved, rtol=1e-4, atol=1e-9,
+                                   err_msg=f"update {update}")
+    assert got[0][0] == pytest.approx(lr * 1e-4 / (1e-5 + 1e-5), rel=1e-3)  # ~ 5 lr
+    assert got[0][3] == 0.0  # no gradient, no step
+    tf_first = moved("rmsprop")[0]
+    np.testing.assert_allclose(tf_first, lr * gradients[0] / np.sqrt(0.99 + 0.01 * gradients[0]
+                                                                      ** 2 + eps), rtol=1e-4)
+    assert abs(got[0][0]) > 10_000 * abs(tf_first[0])
+
+
+# ---------------------------------------------------------------------------------------------
 # The direction of learning.
 # ---------------------------------------------------------------------------------------------
 
