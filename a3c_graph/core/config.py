@@ -178,6 +178,12 @@ class A3CConfig:
     log_std_init: float = _f(
         0.0, "Box action spaces: the Gaussian policy's log standard deviation at the start, "
         "the same for every dimension (stable-baselines3's log_std_init).")
+    sde: bool = _f(
+        False, "Box actions on the mlp policy: generalized state-dependent exploration "
+        "(gSDE, Raffin et al. 2021, as rl-baselines3-zoo's A2C on Pendulum uses it): the "
+        "noise is the policy tower's last hidden features times a matrix drawn from "
+        "N(0, exp(log std)^2) once per env and rollout, so each rollout explores smoothly; "
+        "the log std is then a matrix [features, actions] started at --log-std-init.")
     normalize_observations: bool = _f(
         False, "Vector observations: standardize each entry by the running mean and standard "
         "deviation of every observation the cluster has acted on (clipped to +-10), "

@@ -15,6 +15,11 @@ of every network (model.py) outputs the distribution's parameters as one tensor,
             the env (envs.make_env's ClipAction), and the log-probability is of the sampled
             action itself, so the policy gradient stays the gradient of the distribution
             that sampled it.
+            With --sde (gSDE, Raffin et al. 2021) the log std is per state instead
+            (state_dependent_log_std), and a rollout's noise is the policy's last features
+            times a matrix drawn once per env and rollout (exploration_matrices,
+            state_dependent_noise): given the state, the action is the same Gaussian, so
+            log_prob and entropy are this class's.
 
 Each distribution gives, for parameters [N, P]: sample [N] or [N, n], mode (the greedy
 action: the most likely one, the mean), log_prob and entropy [N] (a Gaussian's summed over
@@ -87,6 +92,31 @@ class DiagGaussian:
         """The differential entropy, summed over the dimensions: [N]."""
         log_std = self.split(params)[1]
         return tf.reduce_sum(log_std + 0.5 * (1.0 + LOG_2PI), axis=-1)
+
+
+# gSDE's variance floor, added before the square root (stable-baselines3's StateDependentNoise).
+SDE_EPSILON = 1e-6
+
+
+def state_dependent_log_std(features, log_std):
+    """gSDE's log standard deviation [N, n] in each state: that of features @ theta for
+    theta [F, n] drawn from N(0, exp(log_std)^2), 0.5 log(features^2 @ exp(2 log_std) +
+    SDE_EPSILON). The features [N, F] enter as constants (stable-baselines3's
+    learn_features=False): the policy tower learns from the mean only."""
+    variance = tf.matmul(tf.square(tf.stop_gradient(features)), tf.exp(2.0 * log_std))
+    return 0.5 * tf.math.log(variance + SDE_EPSILON)
+
+
+def exploration_matrices(log_std, num_envs: int):
+    """gSDE's noise matrices for one rollout of `num_envs` envs: [B, F, n], each entry from
+    N(0, exp(log_std)^2)."""
+    shape = tf.concat([[num_envs], tf.shape(log_std)], axis=0)
+    return tf.random.normal(shape) * tf.exp(log_std)
+
+
+def state_dependent_noise(features, matrices):
+    """Each env's exploration noise [B, n]: its features [B, F] times its matrix [B, F, n]."""
+    return tf.einsum("bf,bfn->bn", tf.stop_gradient(features), matrices)
 
 
 def distribution(actions) -> Categorical | DiagGaussian:

@@ -43,7 +43,12 @@ import tensorflow as tf
 from a3c_graph.core import network_spec
 from a3c_graph.core.action_space import as_action_space
 from a3c_graph.core.config import resolve_policy
-from a3c_graph.core.distributions import distribution
+from a3c_graph.core.distributions import (
+    distribution,
+    exploration_matrices,
+    state_dependent_log_std,
+    state_dependent_noise,
+)
 from a3c_graph.core.normalization import ObservationScale, standardized
 
 tf1 = tf.compat.v1
@@ -74,20 +79,23 @@ class ActorCriticMLP:
 
     Orthogonal initialization with a small policy-output gain (0.01) starts the policy
     near uniform (a Gaussian's mean near 0), which keeps early exploration broad
-    (Andrychowicz et al. 2021).
+    (Andrychowicz et al. 2021). With `sde` (a Box only: --sde), the log std is a matrix
+    over the policy tower's last features and the exploration is gSDE's (distributions.py).
     """
 
     recurrent = False
 
     def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                  scope: str, local: bool = False, variable_factory=graph_variable,
-                 log_std_init: float = 0.0, observation_scale: ObservationScale | None = None):
+                 log_std_init: float = 0.0, observation_scale: ObservationScale | None = None,
+                 sde: bool = False):
         self.obs_dim = int(math.prod(obs_shape))
         self.observation_scale = observation_scale
         self.actions = as_action_space(actions)
         self.distribution = distribution(self.actions)
-        vars_ = _Variables(network_spec.mlp_variables(obs_shape, self.actions, hidden_sizes),
-                           variable_factory)
+        self.sde = sde
+        vars_ = _Variables(network_spec.mlp_variables(obs_shape, self.actions, hidden_sizes,
+                                                      sde), variable_factory)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
@@ -110,10 +118,39 @@ class ActorCriticMLP:
             v for layer in self.value_layers for v in layer]
 
     def __call__(self, observations):
+        x = self._input(observations)
+        return self._policy(x)[0], self._apply(self.value_layers, x)[:, 0]
+
+    def sde_sampler(self, num_envs: int):
+        """rollout_sampler's with gSDE: the envs' exploration matrices drawn here, once,
+        and every step explores along them."""
+        matrices = exploration_matrices(self.log_std, num_envs)
+
+        def sample(observations):
+            policy, features = self.policy_and_features(observations)
+            mean = self.distribution.mode(policy)
+            mean = tf.where(tf.math.is_finite(mean), mean, tf.zeros_like(mean))
+            return mean + state_dependent_noise(features, matrices)
+        return sample
+
+    def policy_and_features(self, observations):
+        """(the policy [N, P], the policy tower's last features [N, F], which gSDE's noise
+        is made of)."""
+        return self._policy(self._input(observations))
+
+    def _input(self, observations):
         x = tf.reshape(tf.cast(observations, tf.float32), [-1, self.obs_dim])
-        x = standardized(x, self.observation_scale)
-        policy = _policy_output(self._apply(self.policy_layers, x), self.log_std)
-        return policy, self._apply(self.value_layers, x)[:, 0]
+        return standardized(x, self.observation_scale)
+
+    def _policy(self, x):
+        """(the policy [N, P], the policy tower's last features [N, F])."""
+        features = self._apply(self.policy_layers[:-1], x, activate_last=True)
+        weights, biases = self.policy_layers[-1]
+        head = tf.matmul(features, weights) + biases
+        if self.sde:
+            return tf.concat([head, state_dependent_log_std(features, self.log_std)],
+                             axis=1), features
+        return _policy_output(head, self.log_std), features
 
     def learner_outputs(self, rollout: dict):
         """The learner's forward pass over a rollout's obs and next_obs [T, B, *obs_shape]:
@@ -131,10 +168,10 @@ class ActorCriticMLP:
         return policy[:T * B], values[:T * B], values[T * B:]
 
     @staticmethod
-    def _apply(layers, x):
+    def _apply(layers, x, activate_last: bool = False):
         for i, (weights, biases) in enumerate(layers):
             x = tf.matmul(x, weights) + biases
-            if i < len(layers) - 1:
+            if activate_last or i < len(layers) - 1:
                 x = tf.tanh(x)
         return x
 
@@ -300,6 +337,7 @@ class ActorCriticCNN:
     """
 
     recurrent = False
+    sde = False
 
     def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                  scope: str, local: bool = False, variable_factory=graph_variable,
@@ -382,6 +420,7 @@ class ActorCriticLSTM:
     """
 
     recurrent = True
+    sde = False
 
     def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                  lstm_size: int, torso: str, scope: str, local: bool = False,
@@ -473,7 +512,17 @@ def build_network(obs_shape, actions, config, scope: str, local: bool = False,
                                torso, scope, **options)
     if torso == "cnn":
         return ActorCriticCNN(obs_shape, actions, config.hidden_sizes, scope, **options)
-    return ActorCriticMLP(obs_shape, actions, config.hidden_sizes, scope, **options)
+    return ActorCriticMLP(obs_shape, actions, config.hidden_sizes, scope, sde=config.sde,
+                          **options)
+
+
+def rollout_sampler(network, num_envs: int):
+    """observations [B, *obs_shape] -> actions sampled from a non-recurrent `network` for one
+    rollout of `num_envs` envs. Build it once per rollout: with gSDE (--sde) it holds the
+    envs' exploration matrices for the rollout's steps."""
+    if network.sde:
+        return network.sde_sampler(num_envs)
+    return lambda observations: network.distribution.sample(network(observations)[0])
 
 
 def network_on_weights(weights: Sequence, obs_shape, actions, config, scope: str,

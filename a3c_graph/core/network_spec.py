@@ -63,8 +63,14 @@ def network_variables(config, obs_shape: Sequence[int], actions) -> Variables:
         raise ValueError(f"--normalize-observations is for vector observations; these are "
                          f"images of shape {list(obs_shape)} (give --normalize-observations "
                          f"false)")
+    if config.sde:
+        problem = ("discrete actions" if not as_action_space(actions).continuous
+                   else None if kind == "mlp" else f"--policy {config.policy} ({kind})")
+        if problem:
+            raise ValueError(f"--sde is for Box actions on the mlp policy, not {problem}")
     if kind == "mlp":
-        return mlp_variables(obs_shape, actions, config.hidden_sizes)
+        return mlp_variables(obs_shape, actions, config.hidden_sizes,
+                             config.sde)
     conv = {"conv": config_conv_layers(config)}
     if kind == "cnn":
         return cnn_variables(obs_shape, actions, config.hidden_sizes, **conv)
@@ -97,16 +103,18 @@ def activation_count(config, obs_shape: Sequence[int], actions) -> int:
     return count + policy_size + 1
 
 
-def mlp_variables(obs_shape: Sequence[int], actions,
-                  hidden_sizes: Sequence[int]) -> Variables:
+def mlp_variables(obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
+                  sde: bool = False) -> Variables:
     """ActorCriticMLP: a policy and a value tower on the flattened observation, each dense
     layers fc0, fc1, ... of `hidden_sizes` and an output layer (n logits or Gaussian means,
-    1 value); for a Box, the Gaussian's log std after the policy tower."""
+    1 value); for a Box, the Gaussian's log std after the policy tower (with `sde`, a matrix
+    over the policy tower's last features)."""
     actions = as_action_space(actions)
     obs_dim = math.prod(obs_shape)
     policy, _ = dense_stack("policy/", obs_dim, (*hidden_sizes, actions.n))
     value, _ = dense_stack("value/", obs_dim, (*hidden_sizes, 1))
-    return policy + log_std(actions) + value
+    features = hidden_sizes[-1] if hidden_sizes else obs_dim
+    return policy + log_std(actions, features if sde else None) + value
 
 
 def cnn_variables(obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
@@ -214,7 +222,11 @@ def heads(features: int, actions) -> Variables:
             *log_std(actions), ("value/weights", (features, 1)), ("value/biases", (1,))]
 
 
-def log_std(actions: ActionSpace) -> Variables:
+def log_std(actions: ActionSpace, sde_features: int | None = None) -> Variables:
     """A Gaussian policy's log standard deviations, one per dimension, the same in every
-    state (distributions.py); nothing for discrete actions."""
-    return [("policy/log_std", (actions.n,))] if actions.continuous else []
+    state (distributions.py), or with gSDE one per feature and dimension
+    [sde_features, n]; nothing for discrete actions."""
+    if not actions.continuous:
+        return []
+    return [("policy/log_std", (actions.n,) if sde_features is None
+             else (sde_features, actions.n))]

@@ -53,7 +53,7 @@ import tensorflow as tf
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
 from a3c_graph.core.learner import LearnerUpdate, build_optimizer, learner_update, learning_rate_now
-from a3c_graph.core.model import assign_op, build_network, network_on_weights
+from a3c_graph.core.model import assign_op, build_network, network_on_weights, rollout_sampler
 from a3c_graph.core.normalization import (
     RETURN_SCOPE,
     ROLLOUT_FIELDS,
@@ -261,7 +261,8 @@ def build_actors_and_queue(local: LocalCopy, env_batches: list[EnvBatch],
             weights, version, scale = local.snapshot()
             acting = network_on_weights(weights, batch.info.obs_shape, batch.info.actions,
                                         config, "acting_network", observation_scale=scale)
-            rollout = build_rollout(batch, _sampling_policy(acting), config.rollout_length,
+            rollout = build_rollout(batch, _sampling_policy(acting, batch.num_envs),
+                                    config.rollout_length,
                                     state_shape=acting.state_shape if acting.recurrent else None,
                                     discount=config.return_discount())
             rollout.update({f"{ACTING_WEIGHTS}{i}": w for i, w in enumerate(weights)})
@@ -272,16 +273,16 @@ def build_actors_and_queue(local: LocalCopy, env_batches: list[EnvBatch],
         return RolloutQueue(rollouts, config.queue_capacity)
 
 
-def _sampling_policy(network):
-    """The rollout loop's policy (core/rollout.build_rollout): actions sampled from `network`."""
-    sample = network.distribution.sample
-    if network.recurrent:
-        def policy(obs, state):
-            params, _, after = network.step(obs, state)
-            return sample(params), after
-    else:
-        def policy(obs):
-            return sample(network(obs)[0])
+def _sampling_policy(network, num_envs: int):
+    """The rollout loop's policy (core/rollout.build_rollout): actions sampled from `network`
+    for `num_envs` envs (built outside the loop, so gSDE's matrices are drawn once a
+    rollout)."""
+    if not network.recurrent:
+        return rollout_sampler(network, num_envs)
+
+    def policy(obs, state):
+        params, _, after = network.step(obs, state)
+        return network.distribution.sample(params), after
     return policy
 
 

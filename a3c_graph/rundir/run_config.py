@@ -190,6 +190,8 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     if "conv_filters" in settings[0] and there.activation != here.activation:
         # Not a variable's shape, but the weights were learned for the other function.
         differences.append(("activation", there.activation, here.activation))
+    if there.sde != here.sde:  # gSDE's log std is a matrix, the plain Gaussian's a vector
+        differences.append(("sde", str(there.sde).lower(), str(here.sde).lower()))
     if there.optimizer != here.optimizer:  # its slots are variables of the checkpoint
         differences.append(("optimizer", there.optimizer, here.optimizer))
     return differences

@@ -91,9 +91,9 @@ class ActorCritic(graph_model.ActorCriticMLP):
     """
 
     def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
-                 log_std_init: float = 0.0):
+                 log_std_init: float = 0.0, sde: bool = False):
         super().__init__(obs_shape, actions, hidden_sizes, "tf2",
-                         variable_factory=eager_variable, log_std_init=log_std_init)
+                         variable_factory=eager_variable, log_std_init=log_std_init, sde=sde)
 
 
 class ActorCriticCNN(graph_model.ActorCriticCNN):
@@ -151,7 +151,8 @@ def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
     if torso == "cnn":
         return ActorCriticCNN(info.obs_shape, info.actions, config.hidden_sizes,
                               config.log_std_init, **graph_model.conv_settings(config))
-    return ActorCritic(info.obs_shape, info.actions, config.hidden_sizes, config.log_std_init)
+    return ActorCritic(info.obs_shape, info.actions, config.hidden_sizes, config.log_std_init,
+                       config.sde)
 
 
 class FlatWeights:
@@ -198,7 +199,8 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
     Inside, the local copy's weights are read once (`weights`, a FlatWeights of it) and the
     whole rollout acts on them (`on_weights`: network_on), so a refresh of the copy by the
     learner meanwhile does not reach it. Then `for t in tf.range(T)` (a tf.while_loop once
-    traced): the policy on the current observations, then the env step through
+    traced): the policy's sample on the current observations (model.rollout_sampler,
+    built before the loop as the graph's actors build it), then the env step through
     tf.numpy_function, which records row t of every field (RolloutRecorder.step_and_record,
     the graph variant's own). The loop carries only the observations; one more numpy_function hands
     the filled buffers over after it, and depends on the last observation, so on every env
@@ -226,8 +228,9 @@ def make_rollout_function(weights: FlatWeights, on_weights, recorder: RolloutRec
         acting = on_weights(weights.split(acting_weights), scale_now)
         obs = tf.ensure_shape(tf.numpy_function(envs.observe, [], obs_dtype, stateful=True),
                               obs_shape)
+        sample = graph_model.rollout_sampler(acting, envs.num_envs)  # gSDE: once a rollout
         for t in tf.range(T):
-            actions = acting.distribution.sample(acting(obs)[0])
+            actions = sample(obs)
             obs = tf.ensure_shape(
                 tf.numpy_function(env_step, [t, actions], obs_dtype, stateful=True), obs_shape)
         buffers = tf.numpy_function(collect, [obs], [f.dtype for f in fields], stateful=True)

@@ -469,3 +469,37 @@ def test_a_tf2_worker_acts_on_a_box_and_the_holder_keeps_the_running_statistics(
     np.testing.assert_allclose(squares, [(discounted ** 2).sum()], rtol=1e-6)
     assert reply.return_std == pytest.approx(np.sqrt(discounted.var() + 1e-8), rel=1e-5)
     assert return_std == pytest.approx(reply.return_std, rel=1e-6)
+
+
+def test_a_tf2_worker_explores_with_gsde_when_asked():
+    """--sde in the TF2 variants (TargetBox, a policy tower of 3 features): each env's
+    exploration noise over a rollout is its step's features times one matrix (fitted on 3
+    steps, it predicts the other 3), and the update has a gradient for the log std matrix
+    [3, 2]."""
+    import tensorflow as tf
+
+    from a3c_graph.core.config import resolve_config
+    from benchmarks.variants import tf2_worker
+
+    config = resolve_config({"env": "tests.support.action_space_envs:TargetBox-v0",
+                             "envs_per_worker": 2, "rollout_length": 6, "seed": 3,
+                             "hidden_sizes": (3,), "sde": True})
+    worker = tf2_worker.TF2Worker(config, task=0, device="/CPU:0")
+    try:
+        worker.start_actors()
+        rollout = next(r for r in (worker.next_rollout() for _ in range(40)) if r is not None)
+        result = worker.learn(rollout)
+    finally:
+        worker.stop()
+    model = worker.model
+    obs = tf.reshape(tf.cast(rollout["obs"], tf.float32), [12, -1])
+    params, features = model.policy_and_features(obs)
+    noise = (rollout["actions"].numpy().reshape(12, 2) - params.numpy()[:, :2]).reshape(6, 2, 2)
+    features = features.numpy().reshape(6, 2, 3)
+    for env in range(2):
+        matrix = np.linalg.lstsq(features[:3, env], noise[:3, env], rcond=None)[0]
+        np.testing.assert_allclose(features[3:, env] @ matrix, noise[3:, env], rtol=1e-3,
+                                   atol=1e-5)
+    split = worker.weights.split(result.gradients)
+    [log_std] = [g for v, g in zip(model.variables, split) if "log_std" in v.name]
+    assert log_std.shape == (3, 2) and np.abs(np.asarray(log_std)).max() > 0

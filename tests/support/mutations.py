@@ -268,6 +268,20 @@ MUTATIONS = [
              "tests/unit/core/test_distributions.py::test_the_gaussians_log_probability_and_"
              "entropy_sum_over_the_dimensions",
              "a Gaussian's entropy averaged over its dimensions, not summed"),
+    Mutation("sde-features-not-squared", "a3c_graph/core/distributions.py",
+             "tf.matmul(tf.square(tf.stop_gradient(features)), tf.exp(2.0 * log_std))",
+             "tf.matmul(tf.abs(tf.stop_gradient(features)), tf.exp(2.0 * log_std))",
+             "tests/unit/core/test_distributions.py::test_gsdes_log_std_in_each_state_is_that_"
+             "of_the_features_times_the_matrix",
+             "gSDE's log std from the features' sizes, not their squares"),
+    Mutation("sde-matrices-per-step", "a3c_graph/core/model.py",
+             "        matrices = exploration_matrices(self.log_std, num_envs)\n\n"
+             "        def sample(observations):\n",
+             "        def sample(observations):\n"
+             "            matrices = exploration_matrices(self.log_std, num_envs)\n",
+             "tests/unit/core/test_model.py::test_a_gsde_actor_explores_along_one_matrix_a_"
+             "rollout_and_draws_anew_for_the_next",
+             "gSDE's matrices drawn anew at every step, not once a rollout"),
     Mutation("log-std-sign", "a3c_graph/core/distributions.py",
              "z = (actions - mean) * tf.exp(-log_std)", "z = (actions - mean) * tf.exp(log_std)",
              "tests/unit/core/test_distributions.py::test_the_gaussians_log_probability_and_"

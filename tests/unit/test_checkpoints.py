@@ -254,6 +254,16 @@ def test_a_logdir_of_another_optimizer_is_refused_in_one_sentence(tmp_path):
         "rmsprop here); use a new --logdir, or --optimizer adam to go on with that run")
 
 
+def test_a_logdir_of_the_plain_gaussian_refuses_sde_in_one_sentence(tmp_path):
+    """--sde makes the log std a matrix: a run of the plain Gaussian cannot go on with it."""
+    write_run(tmp_path)
+    with pytest.raises(CheckpointError) as caught:
+        run_config.check_logdir_config(str(tmp_path), A3CConfig(sde=True), (4,))
+    assert str(caught.value) == (
+        f"log dir {tmp_path} holds checkpoints of a different network (--sde false there, "
+        "true here); use a new --logdir, or --sde false to go on with that run")
+
+
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"hidden_sizes": "abc"}',
                                      '{"no_such_field": 1}'])
 def test_a_garbled_config_json_next_to_checkpoints_is_an_error(tmp_path, content):

@@ -226,7 +226,7 @@ def test_unknown_preset_or_policy_is_rejected_by_the_parser(argv, capsys):
 @pytest.mark.parametrize("field_name, bad_value, message", [
     ("preset", "mujoco", "--preset must be one of auto, cartpole, atari"),
     ("policy", "gru", "--policy must be one of auto, mlp, cnn, lstm"),
-    ("optimizer", "sgd", "--optimizer must be one of adam, rmsprop, got 'sgd'"),
+    ("optimizer", "sgd", "--optimizer must be one of adam, rmsprop, rmsprop-pytorch, got 'sgd'"),
     ("rmsprop_epsilon", 0.0, "--rmsprop-epsilon must be a positive number, got 0.0"),
     ("lstm_size", 0, "--lstm-size must be at least 1"),
     ("repeat_action_probability", 1.5, "--repeat-action-probability must be in [0, 1]"),

@@ -24,6 +24,7 @@ from a3c_graph.core.model import (
     ActorCriticMLP,
     build_network,
     reset_state,
+    rollout_sampler,
     values_of_next_obs,
 )
 from a3c_graph.core.rollout import build_rollout
@@ -368,6 +369,41 @@ def test_actor_carries_the_lstm_state_across_rollouts_and_zeroes_it_at_episode_e
     np.testing.assert_allclose(replayed, after_second, rtol=1e-5, atol=1e-6)
     # ...which, since every episode restarted at t=2, is one step from the zero state.
     np.testing.assert_allclose(after_second, zero_start, rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- gSDE
+
+def test_a_gsde_actor_explores_along_one_matrix_a_rollout_and_draws_anew_for_the_next():
+    """--sde on Pendulum, a policy tower of 2 features so that a rollout's 6 steps pin its
+    matrices down: in each env every step's action minus the policy's mean is the step's
+    features times one matrix (fitted on the first 3 steps, it predicts the last 3); the
+    next rollout's matrices are new draws; the log std in the policy output differs by
+    state, and the log std variable is [features, actions], started at --log-std-init."""
+    T, B = 6, 2
+    batch = EnvBatch("Pendulum-v1", B, seed=0)
+    network = ActorCriticMLP((3,), batch.info.actions, (2,), "net", log_std_init=-1.0, sde=True)
+    rollout = build_rollout(batch, rollout_sampler(network, B), T)
+    obs = tf1.placeholder(tf.float32, [None, 3])
+    policy, features = network.policy_and_features(obs)
+    with tf1.Session() as session:
+        session.run(tf1.global_variables_initializer())
+        matrices = []
+        for _ in range(2):
+            got = session.run(rollout)
+            flat_obs = got["obs"].reshape(T * B, 3)
+            params, z = session.run([policy, features], {obs: flat_obs})
+            noise = got["actions"].reshape(T * B) - params[:, 0]
+            z, noise = z.reshape(T, B, 2), noise.reshape(T, B)
+            fitted = [np.linalg.lstsq(z[:3, b], noise[:3, b], rcond=None)[0] for b in range(B)]
+            for b in range(B):
+                np.testing.assert_allclose(z[3:, b] @ fitted[b], noise[3:, b], rtol=1e-3,
+                                           atol=1e-5)
+            matrices.append(np.stack(fitted))
+        log_std = session.run(network.log_std)
+    batch.close()
+    assert np.abs(matrices[0] - matrices[1]).min() > 1e-3  # drawn anew
+    np.testing.assert_array_equal(log_std, np.full((2, 1), -1.0))
+    assert params[:, 1].std() > 1e-3  # a log std per state
 
 
 # --------------------------------------------------------------------------- smoke run

@@ -37,6 +37,10 @@ gym.register(id="ExplodingEnvForStats-v0", entry_point=ExplodingEnv)
     ({"env": "ExplodingEnvForStats-v0"},
      "env 'ExplodingEnvForStats-v0' cannot be made: no display"),
     ({"env": "CartPole-v1", "policy": "cnn"}, "--policy cnn needs image observations"),
+    ({"env": "CartPole-v1", "sde": True},
+     "--sde is for Box actions on the mlp policy, not discrete actions"),
+    ({"env": "Pendulum-v1", "sde": True, "policy": "lstm"},
+     "--sde is for Box actions on the mlp policy, not --policy lstm (lstm)"),
     # MinAtar's 10x10 boards: 8x8 at stride 1 leaves 3x3, too small for a second 8x8.
     ({"env": "MinAtar/Breakout-v1", "conv_filters": (16, 16), "conv_kernel": (8,),
       "conv_padding": "valid"}, "--conv-padding valid: convolution 1 (8x8) gets 3x3 pixels"),
