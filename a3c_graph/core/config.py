@@ -178,6 +178,11 @@ class A3CConfig:
     log_std_init: float = _f(
         0.0, "Box action spaces: the Gaussian policy's log standard deviation at the start, "
         "the same for every dimension (stable-baselines3's log_std_init).")
+    ortho_init: bool = _f(
+        True, "The mlp policy's initialization: orthogonal (gain sqrt(2), 0.01 for the policy "
+        "output, 1 for the value; zero biases), or with false PyTorch's default, which "
+        "stable-baselines3 keeps with ortho_init=False (rl-zoo's A2C on Pendulum): weights "
+        "and biases uniform within +-1/sqrt(fan in).")
     sde: bool = _f(
         False, "Box actions on the mlp policy: generalized state-dependent exploration "
         "(gSDE, Raffin et al. 2021, as rl-baselines3-zoo's A2C on Pendulum uses it): the "

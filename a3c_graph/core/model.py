@@ -88,14 +88,14 @@ class ActorCriticMLP:
     def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                  scope: str, local: bool = False, variable_factory=graph_variable,
                  log_std_init: float = 0.0, observation_scale: ObservationScale | None = None,
-                 sde: bool = False):
+                 sde: bool = False, ortho_init: bool = True):
         self.obs_dim = int(math.prod(obs_shape))
         self.observation_scale = observation_scale
         self.actions = as_action_space(actions)
         self.distribution = distribution(self.actions)
         self.sde = sde
         vars_ = _Variables(network_spec.mlp_variables(obs_shape, self.actions, hidden_sizes,
-                                                      sde), variable_factory)
+                                                      sde), variable_factory, ortho_init)
         getter = _local_variable_getter if local else None
         with tf1.variable_scope(scope, custom_getter=getter) as var_scope:
             self.scope_name = var_scope.name
@@ -190,9 +190,11 @@ class _Variables:
     Orthogonal weights (gain sqrt(2) unless given) and zero biases. A variable the spec
     does not list next is a bug in one of the two: RuntimeError at once."""
 
-    def __init__(self, spec: network_spec.Variables, factory=graph_variable):
+    def __init__(self, spec: network_spec.Variables, factory=graph_variable,
+                 ortho_init: bool = True):
         self.spec = list(spec)
         self.factory = factory
+        self.ortho_init = ortho_init
         self.created: list = []
         self.prefix = ""  # of the variable scopes entered inside the network's own
 
@@ -205,7 +207,8 @@ class _Variables:
         finally:
             self.prefix = outer
 
-    def get(self, name, gain=None, zeros=False, constant=None):
+    def get(self, name, gain=None, zeros=False, constant=None, fan_in=None):
+        """The next variable; `fan_in` (a bias's layer's inputs) for ortho_init False."""
         index = len(self.created)
         listed, shape = self.spec[index] if index < len(self.spec) else ("nothing", ())
         if self.prefix + name != listed:
@@ -213,6 +216,9 @@ class _Variables:
                                f"network_spec.py lists {listed!r}")
         if constant is not None:
             initializer = tf1.constant_initializer(constant)
+        elif not self.ortho_init:  # PyTorch's nn.Linear: kaiming_uniform(a=sqrt(5))
+            bound = 1.0 / math.sqrt(fan_in or shape[0])
+            initializer = tf1.random_uniform_initializer(-bound, bound)
         elif zeros:
             initializer = tf1.zeros_initializer()
         else:
@@ -222,7 +228,8 @@ class _Variables:
         return var
 
     def dense(self, name, gain=None):
-        return (self.get(f"{name}/weights", gain), self.get(f"{name}/biases", zeros=True))
+        weights = self.get(f"{name}/weights", gain)
+        return weights, self.get(f"{name}/biases", zeros=True, fan_in=weights.shape[0])
 
     def all_created(self) -> list:
         """The variables, once every one the spec lists is created (else RuntimeError)."""
@@ -513,7 +520,7 @@ def build_network(obs_shape, actions, config, scope: str, local: bool = False,
     if torso == "cnn":
         return ActorCriticCNN(obs_shape, actions, config.hidden_sizes, scope, **options)
     return ActorCriticMLP(obs_shape, actions, config.hidden_sizes, scope, sde=config.sde,
-                          **options)
+                          ortho_init=config.ortho_init, **options)
 
 
 def rollout_sampler(network, num_envs: int):

@@ -68,6 +68,9 @@ def network_variables(config, obs_shape: Sequence[int], actions) -> Variables:
                    else None if kind == "mlp" else f"--policy {config.policy} ({kind})")
         if problem:
             raise ValueError(f"--sde is for Box actions on the mlp policy, not {problem}")
+    if not config.ortho_init and kind != "mlp":
+        raise ValueError(f"--ortho-init false is for the mlp policy, not --policy "
+                         f"{config.policy} ({kind})")
     if kind == "mlp":
         return mlp_variables(obs_shape, actions, config.hidden_sizes,
                              config.sde)

@@ -72,11 +72,13 @@ TASKS = {task.name: task for task in (
     # Pendulum carries rl-zoo's A2C settings for it (hyperparams/a2c.yml: 8 envs x 8 steps,
     # gamma and GAE 0.9, vf_coef 0.4 on the squared error (0.8 on this project's half
     # squared error), the rate annealed from 7e-4, PyTorch's RMSprop, rewards scaled, gSDE
-    # from a log std of -2): on the preset's plain Gaussian it did not learn (docs/learning.md).
+    # from a log std of -2, PyTorch's default initialization): on the preset's plain
+    # Gaussian it did not learn (docs/learning.md).
     Task("pendulum", {"env": "Pendulum-v1", "envs_per_worker": 4, "rollout_length": 8,
                       "gamma": 0.9, "gae_lambda": 0.9, "value_coef": 0.8,
                       "anneal_learning_rate": True, "optimizer": "rmsprop-pytorch",
-                      "normalize_rewards": True, "sde": True, "log_std_init": -2.0},
+                      "normalize_rewards": True, "sde": True, "log_std_init": -2.0,
+                      "ortho_init": False},
          -163.0, default=False, evaluation_games=30),
     *(Task(name, {"env": env}, a2c_score, default=False, evaluation_games=30)
       for name, env, a2c_score in (("halfcheetah", "HalfCheetah-v5", 3041.0),

@@ -91,9 +91,10 @@ class ActorCritic(graph_model.ActorCriticMLP):
     """
 
     def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
-                 log_std_init: float = 0.0, sde: bool = False):
+                 log_std_init: float = 0.0, sde: bool = False, ortho_init: bool = True):
         super().__init__(obs_shape, actions, hidden_sizes, "tf2",
-                         variable_factory=eager_variable, log_std_init=log_std_init, sde=sde)
+                         variable_factory=eager_variable, log_std_init=log_std_init, sde=sde,
+                         ortho_init=ortho_init)
 
 
 class ActorCriticCNN(graph_model.ActorCriticCNN):
@@ -152,7 +153,7 @@ def build_model(info: EnvInfo, config: A3CConfig) -> TF2Network:
         return ActorCriticCNN(info.obs_shape, info.actions, config.hidden_sizes,
                               config.log_std_init, **graph_model.conv_settings(config))
     return ActorCritic(info.obs_shape, info.actions, config.hidden_sizes, config.log_std_init,
-                       config.sde)
+                       config.sde, config.ortho_init)
 
 
 class FlatWeights:

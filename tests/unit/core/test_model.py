@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from a3c_graph.core.action_space import ActionSpace
 from a3c_graph.core.config import resolve_config
 from a3c_graph.core.envs import EnvBatch
 from a3c_graph.core.model import (
@@ -404,6 +405,33 @@ def test_a_gsde_actor_explores_along_one_matrix_a_rollout_and_draws_anew_for_the
     assert np.abs(matrices[0] - matrices[1]).min() > 1e-3  # drawn anew
     np.testing.assert_array_equal(log_std, np.full((2, 1), -1.0))
     assert params[:, 1].std() > 1e-3  # a log std per state
+
+
+def test_ortho_init_false_draws_every_weight_as_pytorchs_linear_layers():
+    """--ortho-init false (rl-zoo's Pendulum): each dense layer's weights and biases uniform
+    within +-1/sqrt(fan in) (nn.Linear's default), the policy output too (no 0.01 gain), the
+    log std still at --log-std-init; the default keeps orthogonal weights and zero biases."""
+    config = resolve_config({"env": "Pendulum-v1", "hidden_sizes": (256, 64),
+                             "log_std_init": -2.0, "ortho_init": False})
+    network = build_network((3,), ActionSpace(1, (-2.0,), (2.0,)), config, "torch")
+    orthogonal = build_network((3,), ActionSpace(1, (-2.0,), (2.0,)),
+                               resolve_config({"env": "Pendulum-v1", "hidden_sizes": (256, 64)}),
+                               "ortho")
+    values = run(network.variables)
+    ortho_values = run(orthogonal.variables)
+    for variable, value in zip(network.variables, values):
+        name = variable.op.name
+        if name.endswith("log_std"):
+            np.testing.assert_array_equal(value, -2.0)
+            continue
+        fan_in = {"fc0": 3, "fc1": 256, "fc2": 64}[name.split("/")[-2]]
+        bound = 1 / np.sqrt(fan_in)
+        assert np.abs(value).max() <= bound, name
+        if value.size >= 64:
+            assert value.std() == pytest.approx(bound / np.sqrt(3), rel=0.25), name
+    for variable, value in zip(orthogonal.variables, ortho_values):
+        if variable.op.name.endswith("biases"):
+            np.testing.assert_array_equal(value, 0.0)
 
 
 # --------------------------------------------------------------------------- smoke run

@@ -41,6 +41,8 @@ gym.register(id="ExplodingEnvForStats-v0", entry_point=ExplodingEnv)
      "--sde is for Box actions on the mlp policy, not discrete actions"),
     ({"env": "Pendulum-v1", "sde": True, "policy": "lstm"},
      "--sde is for Box actions on the mlp policy, not --policy lstm (lstm)"),
+    ({"env": "MinAtar/Breakout-v1", "ortho_init": False},
+     "--ortho-init false is for the mlp policy, not --policy auto (cnn)"),
     # MinAtar's 10x10 boards: 8x8 at stride 1 leaves 3x3, too small for a second 8x8.
     ({"env": "MinAtar/Breakout-v1", "conv_filters": (16, 16), "conv_kernel": (8,),
       "conv_padding": "valid"}, "--conv-padding valid: convolution 1 (8x8) gets 3x3 pixels"),
