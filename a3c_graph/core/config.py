@@ -369,17 +369,19 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     # continuous: rl-baselines3-zoo's A2C on MuJoCo (hyperparams/a2c.yml: normalize: true,
     # otherwise stable-baselines3's A2C defaults): one env per worker and 5-step rollouts
-    # with 5-step returns, TF's RMSProp at a constant 7e-4, no entropy bonus, gradients
-    # clipped to 0.5, tanh towers of 64 and 64 units, the log std started at 0, observations
-    # standardized (rl-zoo's `normalize: true` also scales rewards: --normalize-rewards, off
-    # here until seeds side by side decide: docs/learning.md, "Continuous control"); 1M env
-    # steps, a budget rather than a target (docs/learning.md).
+    # with 5-step returns, PyTorch's RMSprop at a constant 7e-4, no entropy bonus, the
+    # value loss weighted as SB3's 0.5 x squared error (1.0 on this project's half squared
+    # error), gradients clipped to 0.5, tanh towers of 64 and 64 units, the log std started
+    # at 0, observations standardized and rewards scaled (VecNormalize, as rl-zoo trains);
+    # 1M env steps, a budget rather than a target (docs/learning.md, "Continuous control").
     "continuous": {
         "envs_per_worker": 1,
         "rollout_length": 5,
         "queue_capacity": 1,
         "gae_lambda": 1.0,
-        "optimizer": "rmsprop",
+        "optimizer": "rmsprop-pytorch",
+        "value_coef": 1.0,
+        "normalize_rewards": True,
         "learning_rate": 7e-4,
         "anneal_learning_rate": False,
         "entropy_coef": 0.0,
