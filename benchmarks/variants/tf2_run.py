@@ -121,7 +121,7 @@ TF2_HONOURED = frozenset({
     "optimizer", "rmsprop_epsilon",
     "entropy_coef", "value_coef", "grad_clip_norm", "policy", "hidden_sizes", "conv_filters",
     "conv_kernel", "conv_stride", "conv_padding", "activation", "normalize_advantages",
-    "log_std_init", "normalize_observations", "normalize_rewards",
+    "log_std_init", "sde", "ortho_init", "normalize_observations", "normalize_rewards",
     "clip_rewards", "max_steps", "max_seconds",
     "target_return", "progress_secs", "intra_op_threads", "inter_op_threads", "learn",
     # The LSTM's size: it means nothing without --policy lstm, in the graph variant too.
