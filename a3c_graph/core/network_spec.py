@@ -63,17 +63,14 @@ def network_variables(config, obs_shape: Sequence[int], actions) -> Variables:
         raise ValueError(f"--normalize-observations is for vector observations; these are "
                          f"images of shape {list(obs_shape)} (give --normalize-observations "
                          f"false)")
-    if config.sde:
-        problem = ("discrete actions" if not as_action_space(actions).continuous
-                   else None if kind == "mlp" else f"--policy {config.policy} ({kind})")
-        if problem:
-            raise ValueError(f"--sde is for Box actions on the mlp policy, not {problem}")
-    if not config.ortho_init and kind != "mlp":
-        raise ValueError(f"--ortho-init false is for the mlp policy, not --policy "
-                         f"{config.policy} ({kind})")
+    if config.sde and not as_action_space(actions).continuous:
+        raise ValueError("--sde is for Box actions on the mlp policy, not discrete actions")
+    for given, flag in ((config.sde, "--sde is for Box actions on"),
+                        (not config.ortho_init, "--ortho-init false is for")):
+        if given and kind != "mlp":
+            raise ValueError(f"{flag} the mlp policy, not --policy {config.policy} ({kind})")
     if kind == "mlp":
-        return mlp_variables(obs_shape, actions, config.hidden_sizes,
-                             config.sde)
+        return mlp_variables(obs_shape, actions, config.hidden_sizes, config.sde)
     conv = {"conv": config_conv_layers(config)}
     if kind == "cnn":
         return cnn_variables(obs_shape, actions, config.hidden_sizes, **conv)
