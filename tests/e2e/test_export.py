@@ -154,11 +154,14 @@ def test_bad_input_is_one_line_and_leaves_nothing_written(tmp_path):
     assert forced.returncode == 0 and (taken / "saved_model.pb").exists()
 
 
-def test_a_box_policy_exports_its_mean_and_log_std_and_standardizes_raw_observations(tmp_path):
+@pytest.mark.parametrize("sde", [False, True], ids=["state-independent-std", "gsde"])
+def test_a_box_policy_exports_its_mean_and_log_std_and_standardizes_raw_observations(
+        tmp_path, sde):
     """A Gaussian policy of a run with --normalize-observations (TargetBox: 2 actions in
     [-2, 2]): plain TF2 feeds raw observations; greedy_action is the mean of the network on
     the observations standardized by the checkpoint's statistics (UNTRAINED_STATISTICS),
-    log_std its log std, and policy.json gives the bounds and the normalization."""
+    log_std its log std (with --sde, gSDE's log std of each state, from the policy tower's
+    features), and policy.json gives the bounds and the normalization."""
     import tensorflow as tf
     from conftest import UNTRAINED_STATISTICS
 
@@ -167,7 +170,7 @@ def test_a_box_policy_exports_its_mean_and_log_std_and_standardizes_raw_observat
 
     logdir, out = tmp_path / "run", tmp_path / "exported"
     untrained_run(logdir, env="tests.support.action_space_envs:TargetBox-v0",
-                  normalize_observations=True, log_std_init=-0.5)
+                  normalize_observations=True, log_std_init=-0.5, sde=sde)
     export_policy(str(logdir), str(out))
     metadata = json.loads((out / "assets.extra" / "policy.json").read_text())
     assert metadata["action_space"] == {"type": "Box", "shape": [2], "low": [-2.0, -2.0],
@@ -187,8 +190,12 @@ def test_a_box_policy_exports_its_mean_and_log_std_and_standardizes_raw_observat
     standardized = np.clip((observations - mean) / np.sqrt(std ** 2 + 1e-8), -10, 10)
     (want_mean, want_log_std), _ = ground_truth.mlp_forward(weights, standardized)
     np.testing.assert_allclose(got["greedy_action"], want_mean, atol=1e-5)
-    np.testing.assert_allclose(got["log_std"], want_log_std, atol=1e-6)
-    np.testing.assert_allclose(got["log_std"], -0.5, atol=1e-6)
+    np.testing.assert_allclose(got["log_std"], want_log_std, atol=1e-5)
+    spread = np.ptp(np.asarray(got["log_std"]), axis=0)
+    if sde:
+        assert np.all(spread > 1e-2), got["log_std"]  # a std of its own in each state
+    else:
+        np.testing.assert_allclose(got["log_std"], -0.5, atol=1e-6)
     assert np.shape(got["sampled_action"]) == (4, 2) and np.shape(got["value"]) == (4,)
 
 

@@ -44,28 +44,33 @@ NORMALIZE_EPSILON = 1e-8  # losses.normalize's
 FORGET_BIAS = 1.0  # added to the LSTM's forget gate
 
 
-def mlp_tower(weights: dict, tower: str, x):
+def mlp_tower(weights: dict, tower: str, x, features: bool = False):
     """x [..., D] through the layers fc0, fc1, ... of `tower` ("policy" or "value"): tanh
-    after each but the last."""
+    after each but the last; with `features`, (that output, the last layer's input)."""
     x = np.asarray(x, np.float64)
     num_layers = sum(1 for name in weights
                      if name.startswith(f"{tower}/") and name.endswith("/weights"))
     assert num_layers, f"no {tower}/fc<i>/weights among {sorted(weights)}"
     for i in range(num_layers):
+        last_input = x
         x = x @ weights[f"{tower}/fc{i}/weights"] + weights[f"{tower}/fc{i}/biases"]
         if i < num_layers - 1:
             x = np.tanh(x)
-    return x
+    return (x, last_input) if features else x
 
 
 def mlp_forward(weights: dict, obs):
     """The policy and values V(s) [...] of observations [..., D] of the MLP: the policy is
     logits [..., A], or for a Box (the weights hold policy/log_std) the Gaussian's (mean
-    [..., n], log std [..., n])."""
-    head = mlp_tower(weights, "policy", obs)
+    [..., n], log std [..., n]). A log std matrix [F, n] is gSDE's: the log std in each
+    state is that of features @ theta, theta from N(0, exp(log_std)^2), the features z
+    being the policy tower's last hidden layer: 0.5 log(z^2 @ exp(2 log_std) + 1e-6)."""
+    head, z = mlp_tower(weights, "policy", obs, features=True)
     if "policy/log_std" in weights:
-        head = (head, np.broadcast_to(np.asarray(weights["policy/log_std"], np.float64),
-                                      head.shape))
+        log_std = np.asarray(weights["policy/log_std"], np.float64)
+        if log_std.ndim == 2:
+            log_std = 0.5 * np.log(np.square(z) @ np.exp(2.0 * log_std) + 1e-6)
+        head = (head, np.broadcast_to(log_std, head.shape))
     return head, mlp_tower(weights, "value", obs)[..., 0]
 
 
