@@ -70,11 +70,17 @@ def envs_for_workers(preset_envs: int, workers: int) -> int:
 
 def for_workers(config: A3CConfig, workers: int, args: argparse.Namespace) -> A3CConfig:
     """`config` for a cluster of `workers` workers: unless the parsed flags `args` gave
-    --envs-per-worker, the preset's envs per worker spread over them (envs_for_workers)."""
+    --envs-per-worker, the preset's envs per worker spread over them (envs_for_workers),
+    and unless they gave --rollouts-per-update, as many of the smaller rollouts pooled into
+    an update as make the preset's (16 workers of the atari preset: 1 env each, 8 rollouts
+    an update, so that an update holds the 160 samples 2 workers' do)."""
     if hasattr(args, "envs_per_worker"):  # a flag not given is not in the namespace
         return config
-    return dataclasses.replace(
-        config, envs_per_worker=envs_for_workers(config.envs_per_worker, workers))
+    envs = envs_for_workers(config.envs_per_worker, workers)
+    pooled = config.rollouts_per_update
+    if not hasattr(args, "rollouts_per_update"):
+        pooled = max(1, round(config.envs_per_worker / envs))
+    return dataclasses.replace(config, envs_per_worker=envs, rollouts_per_update=pooled)
 
 
 @dataclass(frozen=True)
@@ -153,7 +159,17 @@ class A3CConfig:
                                 "rmsprop-pytorch (rl-baselines3-zoo's A2C: 1e-5).")
     entropy_coef: float = _f(0.01, "Weight of the entropy bonus.")
     value_coef: float = _f(0.5, "Weight of the value loss.")
-    grad_clip_norm: float = _f(40.0, "Gradients are clipped to this global norm before applying.")
+    grad_clip_norm: float = _f(
+        40.0, "The global norm an update's gradient is clipped to before it is applied; a "
+        "rollout pooled with others (--rollouts-per-update k) is clipped at sqrt(k) times it, "
+        "the norm its noise has where the update's (k times the samples) has this.")
+    rollouts_per_update: int = _f(
+        1, "Rollouts whose gradients the ps pools into one update: each worker's gradient is "
+        "added to its ps task's pool, and the worker whose rollout fills the pool applies "
+        "their mean. Not given, the preset's update size is kept where its envs are spread "
+        "over more workers (--envs-per-worker): round(preset's envs per worker / envs per "
+        "worker), 8 for 16 workers of the atari preset. The global step counts updates "
+        "applied, so the policy lag is counted in them (docs/learning.md, 'Many workers').")
     policy: str = _f("auto", "Network: mlp (vector observations), cnn (images), lstm (the mlp "
                      "or cnn torso, then an LSTM whose state is carried across rollouts); auto "
                      "picks cnn for image observations, else mlp.", choices=POLICY_CHOICES)
@@ -240,13 +256,25 @@ class A3CConfig:
     def tolerated_lag(self) -> float:
         """The policy lag up to which an update applies at the full rate: --lag-tolerance,
         set on updates of LAG_TOLERANCE_SAMPLES samples, x sqrt(LAG_TOLERANCE_SAMPLES / this
-        run's samples per update), and never less than the lag of PRESET_WORKERS workers'
-        own pipeline (own_pipeline_lag). 0 with --lag-tolerance 0 (no scaling)."""
+        run's samples per update, pooled rollouts included), and never less than the lag of
+        PRESET_WORKERS workers' own pipeline (own_pipeline_lag). 0 with --lag-tolerance 0
+        (no scaling)."""
         if self.lag_tolerance <= 0:
             return 0.0
-        samples = self.envs_per_worker * self.rollout_length
+        samples = self.samples_per_update()
         return max(self.lag_tolerance * math.sqrt(LAG_TOLERANCE_SAMPLES / samples),
                    self.own_pipeline_lag())
+
+    def samples_per_update(self) -> int:
+        """Agent steps an applied update learns from: envs per worker x rollout length x the
+        rollouts pooled into it."""
+        return self.envs_per_worker * self.rollout_length * self.rollouts_per_update
+
+    def rollout_clip_norm(self) -> float:
+        """The global norm one rollout's gradient is clipped to: --grad-clip-norm, x sqrt(k)
+        for k rollouts pooled into an update (the mean of k noisy gradients has 1/sqrt(k)
+        of the norm of each)."""
+        return self.grad_clip_norm * math.sqrt(self.rollouts_per_update)
 
     def return_discount(self) -> float | None:
         """The discount the rollouts record each env's discounted return with, for
@@ -274,7 +302,7 @@ class A3CConfig:
     def validate(self) -> None:
         """Raise ValueError with one clear sentence for a setting no run can use."""
         positive_ints = ("envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
-                         "max_steps", "lstm_size", "frame_stack")
+                         "rollouts_per_update", "max_steps", "lstm_size", "frame_stack")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{_flag(name)} must be at least 1, got {getattr(self, name)}")

@@ -61,12 +61,12 @@ class LearnerUpdate:
 
 def learner_update(network, rollout: dict, config: A3CConfig,
                    return_std=None) -> LearnerUpdate:
-    """The clipped gradients of the A3C loss of `rollout` on `network` as it is now (for a
-    worker, its local copy: distributed/worker_graph.py's docstring explains the policy lag);
-    return_std as learner_loss's."""
+    """The gradients of the A3C loss of `rollout` on `network` as it is now (for a worker,
+    the weights that acted the rollout: distributed/worker_graph.py's docstring explains the
+    policy lag), clipped at A3CConfig.rollout_clip_norm; return_std as learner_loss's."""
     loss, parts = learner_loss(network, rollout, config, return_std)
     gradients = tf.gradients(loss, network.variables)
-    clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
+    clipped, grad_norm = tf.clip_by_global_norm(gradients, config.rollout_clip_norm())
     # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the
     # globals: such an update is applied with zero gradients and a zero learning rate, so
     # the weights stay as they are (Adam's moments decay as for a zero gradient). The worker

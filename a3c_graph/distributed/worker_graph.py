@@ -44,6 +44,7 @@ hundred updates: docs/learning.md, "Many workers".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -116,6 +117,8 @@ class Globals:
     stats: EpisodeStats
     observations: ObservationStatistics | None = None
     returns: ObservationStatistics | None = None
+    # --rollouts-per-update above 1: each ps task's GradientPool, by its device.
+    pools: dict[str, GradientPool] = dataclasses.field(default_factory=dict)
 
     def running_statistics(self) -> list[ObservationStatistics]:
         """The running statistics this run keeps, in the order every message carries them
@@ -220,7 +223,63 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
                         if config.normalize_observations else None)
         returns = (ObservationStatistics(1, RETURN_SCOPE) if config.normalize_rewards
                    else None)
-    return Globals(network, global_step, stats, observations, returns)
+    pools = {}
+    if config.rollouts_per_update > 1:
+        for device, indices in transfer.devices_of(network.variables).items():
+            with tf1.device(device):
+                pools[device] = GradientPool([network.variables[i] for i in indices],
+                                             tf1.DeviceSpec.from_string(device).task)
+    return Globals(network, global_step, stats, observations, returns, pools)
+
+
+class GradientPool:
+    """Where one ps task pools k = --rollouts-per-update rollouts' gradients of its variables
+    into one update: a sum beside each variable and a count of the rollouts added.
+
+    Lock-free, as the ps's other updates: a worker adds its gradients, then the count; the
+    worker whose rollout brings the count to a multiple of k applies the mean of what the
+    sums hold then, and subtracts exactly what it read, so a gradient another worker adds
+    meanwhile stays for the next update: each is applied once. Never saved (no collection):
+    a checkpoint holds what it always held, and a resumed run starts with empty pools (at
+    most k - 1 rollouts' gradients are lost with a ps task)."""
+
+    def __init__(self, variables: list, ps_task: int | None):
+        with tf1.variable_scope("gradient_pool"):
+            self.sums = [tf1.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
+                                      collections=[], use_resource=True,
+                                      name=v.op.name.replace("/", "_"))
+                         for v in variables]
+            self.count = tf1.Variable(tf.constant(0, tf.int64), trainable=False,
+                                      collections=[], use_resource=True,
+                                      name=f"rollouts_ps{ps_task or 0}")
+
+    def add(self, gradients: list, counts) -> tf.Tensor:
+        """Add a rollout's gradients; `counts` (bool) whether the rollout counts (one at a
+        learning rate of 0, not finite or past the anneal, adds nothing that matters and
+        does not count). -> the count after it (int64)."""
+        added = [total.assign_add(g) for total, g in zip(self.sums, gradients)]
+        with tf.control_dependencies(added):
+            return self.count.assign_add(tf.cast(counts, tf.int64))
+
+    def apply_when_full(self, count, k: int, apply_mean) -> tf.Operation:
+        """apply_mean(mean gradients) if `count` (add's) filled the pool, then the sums less
+        what was applied; else nothing."""
+        def apply():
+            pooled = [tf.identity(total.read_value()) for total in self.sums]
+            with tf.control_dependencies([apply_mean([p / k for p in pooled])]):
+                return tf.group(*(total.assign_sub(p) for total, p in zip(self.sums, pooled)))
+
+        return tf.cond(tf.equal(tf.math.floormod(count, k), 0), apply, tf.no_op,
+                       name="apply_when_full")
+
+    def initialized(self) -> tf.Operation:
+        """Zeroes what is not initialized yet (a new ps task), and leaves the rest: each
+        worker's local init op runs it."""
+        ops = []
+        for variable in [*self.sums, self.count]:
+            ops.append(tf.cond(tf1.is_variable_initialized(variable), tf.no_op,
+                               lambda v=variable: tf.group(v.assign(tf.zeros(v.shape, v.dtype)))))
+        return tf.group(*ops)
 
 
 def build_local_copy(info: EnvInfo, config: A3CConfig) -> LocalCopy:
@@ -393,13 +452,22 @@ def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
     statistics)."""
     n = len(shard.indices)
     gradients, learning_rate = arrived[:n], arrived[n]
-    # Adam's beta powers are named by the name scope they are made in: none here, as in
-    # every checkpoint written so far.
-    applied = apply_to_globals(
-        gradients, [globals_.network.variables[i] for i in shard.indices], learning_rate,
-        config, global_step=globals_.global_step if shard.holds_statistics else None,
-        ps_task=None if shard.holds_statistics else tf1.DeviceSpec.from_string(
-            shard.device).task)
+
+    def apply(gradients):
+        # Adam's beta powers are named by the name scope they are made in: none here, as in
+        # every checkpoint written so far.
+        return apply_to_globals(
+            gradients, [globals_.network.variables[i] for i in shard.indices], learning_rate,
+            config, global_step=globals_.global_step if shard.holds_statistics else None,
+            ps_task=None if shard.holds_statistics else tf1.DeviceSpec.from_string(
+                shard.device).task)
+
+    pool = globals_.pools.get(shard.device)
+    if pool is None:
+        applied = apply(gradients)
+    else:
+        count = pool.add(gradients, learning_rate > 0.0)
+        applied = pool.apply_when_full(count, config.rollouts_per_update, apply)
     if not shard.holds_statistics:
         return applied
     sums, returns = arrived[n + 1:-1], arrived[-1]
@@ -466,8 +534,10 @@ def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> 
     update = learner.update
     # The globals this update was applied to were one update older than the global step
     # read back after it (concurrent updates of other workers in between make it an upper
-    # bound by those few).
-    lag_apply = counters.global_step - 1 - learner.acting_version
+    # bound by those few). A rollout pooled for a later update (--rollouts-per-update) is
+    # counted as if it had filled the pool: the lag of the update it waits for, less the
+    # updates still to come before it.
+    lag_apply = tf.maximum(counters.global_step - 1 - learner.acting_version, 0)
     return TrainFetches(
         counters=counters, loss=update.loss, grad_norm=update.grad_norm,
         learning_rate=learner.learning_rate, update_skipped=tf.logical_not(update.is_finite),
@@ -539,6 +609,9 @@ def build_sync(globals_: Globals, local: LocalCopy, env_steps_seen) -> tf.Operat
             ops.append(copy.assign(scale))
         if env_steps_seen is not None:
             ops.append(env_steps_seen.assign(globals_.stats.env_steps.read_value()))
+        for device, pool in globals_.pools.items():
+            with tf1.device(device):
+                ops.append(pool.initialized())
         return tf.group(*ops, name="local_init")
 
 

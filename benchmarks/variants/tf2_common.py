@@ -253,7 +253,7 @@ def learner_signature(fields: Sequence[RolloutField]) -> dict[str, tf.TensorSpec
 
 def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
                            fields: Sequence[RolloutField], obs_dim: int = 0):
-    """tf.function: rollout -> (flat gradients [N] clipped to config.grad_clip_norm, the
+    """tf.function: rollout -> (flat gradients [N] clipped to config.rollout_clip_norm(), the
     returns [K] of the episodes that ended in it (time-major, so in the order they ended,
     as in the graph), loss parts).
 
@@ -278,7 +278,7 @@ def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
             loss, parts = learner_loss(on_weights(acting_weights, scale_in(rollout)),
                                        rollout, config, rollout.get(RETURN_STD))
         gradients = tape.gradient(loss, acting_weights)
-        clipped, grad_norm = tf.clip_by_global_norm(gradients, config.grad_clip_norm)
+        clipped, grad_norm = tf.clip_by_global_norm(gradients, config.rollout_clip_norm())
         finished = tf.boolean_mask(rollout["episode_returns"],
                                    episode_ended(rollout["episode_lengths"]))
         return weights.flatten(clipped), finished, {"loss": loss, "grad_norm": grad_norm,
@@ -353,6 +353,9 @@ class ParameterHolder:
                                  if config.normalize_observations else None)
         # --normalize-rewards: the discounted returns' sums, the graph's return statistics.
         self.return_sums = _no_sums(1) if config.normalize_rewards else None
+        # --rollouts-per-update k: the sum of the gradients pooled since the last update and
+        # how many, the graph's GradientPool (worker_graph.py).
+        self.pool, self.pooled = np.zeros(self.weights.size, np.float32), 0
 
     def scale(self) -> tuple | None:
         """The observation scale (mean, std) of the sums so far (the graph's scale_of)."""
@@ -378,24 +381,40 @@ class ParameterHolder:
         """Apply one worker's update, at the learning rate of the env steps so far (the
         global count before this update's steps, as on the graph variant's ps), unless the
         run has decided to stop; the weights after it, or why this worker stops."""
-        weights = None
+        weights, applied = None, True
         if self.stats.stop_reason is None:  # not after the decision to stop
             if result.gradients.size:  # acting only (--learn false): counted, not applied
                 # The graph worker's rate: annealed, and scaled down by the policy lag.
                 policy_lag = self.stats.global_step - result.acting_version
                 learning_rate = np.float32(self.config.learning_rate_at(self.stats.env_steps)
                                            * self.config.staleness_scale(policy_lag))
-                with tf.device(self.device):
-                    weights = self._apply(result.gradients, learning_rate).numpy()
+                weights, applied = self._pool_and_apply(result.gradients, learning_rate)
             if self.observation_sums is not None and result.observation_sums is not None:
                 self.observation_sums = _added(self.observation_sums, result.observation_sums)
             if self.return_sums is not None and result.return_sums is not None:
                 self.return_sums = _added(self.return_sums, result.return_sums)
             self.stats.record(result.task, result.env_steps, result.finished_returns,
-                              result.started)
+                              result.started, applied)
         reason = self.stats.worker_stop_reason(result.task)
         return Reply(None if reason else weights, self.stats.snapshot(), reason, self.scale(),
                      self.return_std())
+
+    def _pool_and_apply(self, gradients: np.ndarray, learning_rate) -> tuple[np.ndarray, bool]:
+        """(the weights after this rollout, whether an update was applied): with
+        --rollouts-per-update k, the gradients pooled and their mean applied by the rollout
+        that fills the pool, as on the graph's ps (GradientPool; a rollout at a rate of 0
+        does not count)."""
+        k = self.config.rollouts_per_update
+        with tf.device(self.device):
+            if k == 1:
+                return self._apply(gradients, learning_rate).numpy(), True
+            if learning_rate > 0:
+                self.pool += gradients
+                self.pooled += 1
+                if self.pooled % k == 0:
+                    mean, self.pool = self.pool / k, np.zeros_like(self.pool)
+                    return self._apply(mean, learning_rate).numpy(), True
+            return self.weights.read().numpy(), False
 
     def request_stop(self, reason: str) -> None:
         """Stop the run from outside (a signal, the deadline): every worker is told so with

@@ -117,7 +117,7 @@ TF2_HONOURED = frozenset({
     "screen_size",
     "frame_stack", "envs_per_worker", "actor_threads", "rollout_length", "queue_capacity",
     "gamma", "gae_lambda", "learning_rate", "anneal_learning_rate", "adam_epsilon", "adam_beta1",
-    "lag_tolerance",
+    "lag_tolerance", "rollouts_per_update",
     "optimizer", "rmsprop_epsilon",
     "entropy_coef", "value_coef", "grad_clip_norm", "policy", "hidden_sizes", "conv_filters",
     "conv_kernel", "conv_stride", "conv_padding", "activation", "normalize_advantages",
@@ -202,17 +202,18 @@ class RunStats:
         self.stop_reason: str | None = None  # the whole run's, once decided
 
     def record(self, task: int, env_steps: int, finished_returns: Iterable[float],
-               started: float | None = None) -> None:
-        """Count one applied rollout of worker `task`: its env steps and the episodes that
-        ended in it. `started`: the worker's own first applied update as its progress file
-        has it (None on its first); until then the holder's own time stands in for it."""
+               started: float | None = None, applied: bool = True) -> None:
+        """Count one rollout of worker `task`: its env steps and the episodes that ended in
+        it, and (`applied`: unless it was pooled for a later update) the global step.
+        `started`: the worker's own first applied update as its progress file has it (None
+        on its first); until then the holder's own time stands in for it."""
         returns = [float(r) for r in finished_returns]
         if started is not None:
             # The worker marks its start when the first reply reaches it, after this
             # process did: its budget runs on its own clock, or it would stop short of it.
             self.first_update[task] = started
         self.first_update.setdefault(task, time.time())
-        self.global_step += 1
+        self.global_step += int(applied)
         self.env_steps += int(env_steps)
         self.episodes += len(returns)
         self.recent.extend(returns)

@@ -65,11 +65,12 @@ def _values(session, variables) -> dict[str, np.ndarray]:
 
 
 def _update_then(cluster, config, rollout, weights, env_steps, save_to=None, acting=None,
-                 global_step=0) -> dict:
+                 global_step=0, more_rollouts=()) -> dict:
     """Initialize the globals to `weights`, the cluster's env steps to `env_steps` and its
     global step to `global_step`, sync the local copy (the local init op), put `rollout` on
     the queue, acted on the weights `acting` (default: the synced copy's) at version 0, and
-    run one training step."""
+    run one training step; then one more for each of `more_rollouts`, acted on the same
+    weights (what the globals and counters were after the first: "after_first")."""
     from tests.support.cluster_child import start_servers
 
     servers = start_servers(cluster)
@@ -78,10 +79,11 @@ def _update_then(cluster, config, rollout, weights, env_steps, save_to=None, act
         [runner] = tf1.get_collection(tf1.GraphKeys.QUEUE_RUNNERS)
         network = built.global_network.variables
         acted = acting or weights
-        queued = {**rollout, worker_graph.ACTING_VERSION: np.int64(0),
-                  **{f"{worker_graph.ACTING_WEIGHTS}{i}": acted[name_in_scope(v)]
-                     for i, v in enumerate(network)}}
-        enqueue = runner.queue.enqueue({key: tf.constant(value) for key, value in queued.items()})
+        enqueues = [runner.queue.enqueue({key: tf.constant(value) for key, value in {
+            **queued_one, worker_graph.ACTING_VERSION: np.int64(0),
+            **{f"{worker_graph.ACTING_WEIGHTS}{i}": acted[name_in_scope(v)]
+               for i, v in enumerate(network)}}.items()})
+            for queued_one in [rollout, *more_rollouts]]
         [env_steps_var] = [v for v in tf1.global_variables()
                            if v.op.name == "episode_stats/env_steps"]
         local = [v for v in tf1.local_variables() if v.op.name.startswith("local/")]
@@ -93,9 +95,15 @@ def _update_then(cluster, config, rollout, weights, env_steps, save_to=None, act
                            tf1.train.get_global_step().assign(global_step)])
             session.run(built.local_init_op)
             local_after_init = _values(session, local)
-            session.run(enqueue)
+            session.run(enqueues[0])
             fetched = session.run(built.train_fetches)
-            result = {"local_after_init": local_after_init,
+            after_first = {"globals": _values(session, tf1.global_variables()),
+                           "global_step": int(fetched.counters.global_step),
+                           "env_steps": int(fetched.counters.env_steps)}
+            for enqueue in enqueues[1:]:
+                session.run(enqueue)
+                fetched = session.run(built.train_fetches)
+            result = {"after_first": after_first,"local_after_init": local_after_init,
                       "globals": _values(session, tf1.global_variables()),
                       "local": _values(session, local), "env_steps_seen": session.run(seen),
                       "devices": {v.op.name: v.device for v in network},
@@ -116,6 +124,12 @@ def one_update(cluster, config, rollout, weights, env_steps, acting=None, global
     after one update."""
     return _update_then(cluster, config, rollout, weights, env_steps, acting=acting,
                         global_step=global_step)
+
+
+def pooled_updates(cluster, config, rollouts, weights, env_steps) -> dict:
+    """Run in the cluster child: the globals after the first of `rollouts` and after all."""
+    return _update_then(cluster, config, rollouts[0], weights, env_steps,
+                        more_rollouts=rollouts[1:])
 
 
 def adam_first_step(weight, gradient, learning_rate, epsilon, beta1=0.9, beta2=0.999):
@@ -208,6 +222,39 @@ def test_a_stale_rollouts_gradient_is_its_acting_weights_and_applies_at_a_scaled
                                    err_msg=name)
     assert got["fetched"]["lag_apply"] == global_step
     assert got["fetched"]["learning_rate"] == pytest.approx(learning_rate)
+
+
+def test_pooled_rollouts_apply_once_the_mean_of_their_gradients_each_clipped_at_sqrt_k(
+        in_cluster):
+    """--rollouts-per-update 2 through 2 real ps tasks: the first rollout leaves every global
+    and the global step as they were (its gradient waits in the pool); the second applies,
+    on each ps task, Adam's first step of the mean of the two rollouts' gradients, each
+    clipped at sqrt(2) x --grad-clip-norm, and advances the global step once."""
+    rollouts, weights = [queued_rollout(seed=4), queued_rollout(seed=6)], network_weights(seed=5)
+    config = dataclasses.replace(UPDATE_CONFIG, rollouts_per_update=2, grad_clip_norm=0.2)
+    got = in_cluster("tests.cluster.test_worker_graph_cluster:pooled_updates", num_ps=2,
+                     config=config, rollouts=rollouts, weights=weights,
+                     env_steps=ENV_STEPS_BEFORE)
+    each = [ground_truth.mlp_semi_gradient(weights, rollout, config) for rollout in rollouts]
+    norms = [math.sqrt(sum(float(np.sum(g ** 2)) for g in grads.values())) for grads in each]
+    clip = 0.2 * math.sqrt(2)
+    assert max(norms) > clip  # the clip at sqrt(k) x 0.2 bites, and is checked below
+    clipped = [ground_truth.clipped(grads, clip) for grads in each]
+    # The second update's rate: annealed by the env steps the first read back.
+    learning_rate = config.learning_rate * (1 - (ENV_STEPS_BEFORE + T * B) / config.max_steps)
+    for name, weight in weights.items():
+        np.testing.assert_array_equal(got["after_first"]["globals"][f"global/{name}"], weight,
+                                      err_msg=name)
+        mean = (clipped[0][name] + clipped[1][name]) / 2
+        want, _, _ = adam_first_step(weight.astype(np.float64), mean, learning_rate,
+                                     config.adam_epsilon)
+        np.testing.assert_allclose(got["globals"][f"global/{name}"], want, rtol=0, atol=2e-6,
+                                   err_msg=name)
+    assert got["after_first"]["global_step"] == 0
+    assert got["after_first"]["env_steps"] == ENV_STEPS_BEFORE + T * B
+    assert got["fetched"]["global_step"] == 1
+    assert got["fetched"]["env_steps"] == ENV_STEPS_BEFORE + 2 * T * B
+    assert not any(name.startswith("gradient_pool") for name in got["globals"])  # never saved
 
 
 @pytest.mark.parametrize("optimizer", ["rmsprop", "rmsprop-pytorch"])

@@ -63,7 +63,10 @@ def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_pa
 # stale direction, the policy collapsed toward one action and stayed there; with the rate
 # scaled by the tolerated lag / lag it wavered in the start-up and came back to nearly
 # uniform (docs/learning/many-workers/runs.md, "The collapse test").
+# Each rollout its own update (--rollouts-per-update 1: not pooled into the preset's update
+# size, which would cut the lag in updates eightfold), the staleness the lag rule is for.
 MANY_WORKERS_FLAGS = ["--env", "MinAtar/Breakout-v1", "--workers", "16",
+                      "--rollouts-per-update", "1",
                       "--learning-rate", "2e-3", "--max-steps", "60000", "--max-seconds", "600"]
 
 

@@ -391,6 +391,28 @@ def test_the_parameter_holder_scales_a_stale_update_by_lag_tolerance_over_lag():
     np.testing.assert_allclose(steps[12], config.learning_rate / 2, rtol=0.05)
 
 
+def test_the_parameter_holder_pools_rollouts_into_one_update_of_their_mean():
+    """--rollouts-per-update 2 in the TF2 variants, as the graph's ps: the first rollout of a
+    pair leaves the weights and the global step as they were; the second applies Adam's
+    first step of the pair's mean gradient (a constant gradient of 1 where the pair's signs
+    agree, a zero one where they cancel) and advances the global step once."""
+    from benchmarks.variants import tf2_common
+
+    info, config = _cartpole_info_and_config()
+    holder = tf2_common.ParameterHolder(dataclasses.replace(config, rollouts_per_update=2),
+                                        "/CPU:0", info)
+    before = holder.initial().weights
+    signs = np.where(np.arange(before.size) % 2 == 0, 1.0, -1.0).astype(np.float32)
+    first = holder.update(tf2_common.RolloutResult(0, np.ones_like(before), 0, 256, [], 0.6))
+    np.testing.assert_array_equal(first.weights, before)
+    assert first.stats["global_step"] == 0 and first.stats["env_steps"] == 256
+    second = holder.update(tf2_common.RolloutResult(1, signs, 0, 256, [], 0.6))
+    step = before - second.weights
+    np.testing.assert_allclose(step[signs > 0], config.learning_rate, rtol=0.05)
+    np.testing.assert_allclose(step[signs < 0], 0.0, atol=1e-7)
+    assert second.stats["global_step"] == 1 and second.stats["env_steps"] == 512
+
+
 @pytest.mark.parametrize("optimizer, denominator", [
     # TF's first step: the mean square from 1, epsilon inside the root
     ("rmsprop", lambda g, eps: np.sqrt(0.99 + 0.01 * g ** 2 + eps)),

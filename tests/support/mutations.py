@@ -157,6 +157,20 @@ MUTATIONS = [
              "tests/unit/core/test_learner.py::test_a_stale_update_applies_at_the_rate_scaled_by_"
              "tolerance_over_lag[30-4.0-samples8-0.003771236166328254]",
              "the tolerated lag the same for updates of 20 samples as of 160"),
+    Mutation("pool-applies-every-rollout", "a3c_graph/distributed/worker_graph.py",
+             "return tf.cond(tf.equal(tf.math.floormod(count, k), 0), apply, tf.no_op,",
+             "return tf.cond(tf.constant(True), apply, tf.no_op,",
+             "tests/cluster/test_worker_graph_cluster.py::test_pooled_rollouts_apply_once_the_"
+             "mean_of_their_gradients_each_clipped_at_sqrt_k",
+             "every pooled rollout applied as it arrives: the ps applies the pool's running sum "
+             "over and over"),
+    Mutation("pool-clip-not-per-rollouts", "a3c_graph/core/config.py",
+             "return self.grad_clip_norm * math.sqrt(self.rollouts_per_update)",
+             "return self.grad_clip_norm",
+             "tests/cluster/test_worker_graph_cluster.py::test_pooled_rollouts_apply_once_the_"
+             "mean_of_their_gradients_each_clipped_at_sqrt_k",
+             "a pooled rollout clipped at the update's norm: the noise of a k-th of its samples "
+             "cut to the size of all of them"),
     Mutation("no-own-lag-floor", "a3c_graph/core/config.py",
              "return PRESET_WORKERS * (self.queue_capacity + 1)",
              "return 0",
@@ -167,7 +181,7 @@ MUTATIONS = [
              "return max(1, min(preset_envs, round(PRESET_WORKERS * preset_envs / workers)))",
              "return preset_envs",
              "tests/unit/core/test_config.py::test_a_cluster_of_more_workers_steps_fewer_envs_in_"
-             "each[argv5-15-1]",
+             "each_and_pools_them[argv5-15-1-8]",
              "15 workers each stepping the preset's 8 envs, set for 2 workers"),
     Mutation("anneal", "a3c_graph/core/learner.py",
              "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
@@ -188,7 +202,7 @@ MUTATIONS = [
              "_gradient[1]",
              "the anneal stuck at the env steps of the first read"),
     Mutation("no-clip", "a3c_graph/core/learner.py",
-             "tf.clip_by_global_norm(gradients, config.grad_clip_norm)",
+             "tf.clip_by_global_norm(gradients, config.rollout_clip_norm())",
              "tf.clip_by_global_norm(gradients, 1e9)",
              "tests/unit/core/test_learner.py::test_the_update_is_clipped_to_the_global_norm_and_reports_the"
              "_norm_before[clipped]",

@@ -246,22 +246,43 @@ def test_the_learning_rate_anneals_linearly_to_zero_over_max_steps():
     assert constant.learning_rate_at(900) == 1e-3
 
 
-@pytest.mark.parametrize("argv, workers, envs", [
-    ([], 1, 8), ([], 2, 8), ([], 3, 5), ([], 4, 4), ([], 8, 2), ([], 15, 1), ([], 16, 1),
-    ([], 64, 1),
-    (["--env", "ALE/Breakout-v5", "--protocol", "classic"], 4, 8),  # that preset's 16 per 2
-    (["--env", "HalfCheetah-v5"], 8, 1),  # the continuous preset: 1 env whatever the count
-    (["--envs-per-worker", "8"], 16, 8),  # given: as given, even when it is the preset's
-    (["--envs-per-worker", "3"], 16, 3),
-    ([], None, 8),  # the cluster not known: the preset's
+@pytest.mark.parametrize("argv, workers, envs, pooled", [
+    ([], 1, 8, 1), ([], 2, 8, 1), ([], 3, 5, 2), ([], 4, 4, 2), ([], 8, 2, 4), ([], 15, 1, 8),
+    ([], 16, 1, 8), ([], 64, 1, 8),
+    (["--env", "ALE/Pong-v5"], 16, 1, 8),  # the atari preset: 8 x 20 steps per 2 workers
+    (["--env", "ALE/Breakout-v5", "--protocol", "classic"], 4, 8, 2),  # its 16 per 2
+    (["--env", "HalfCheetah-v5"], 8, 1, 1),  # the continuous preset: 1 env whatever the count
+    (["--envs-per-worker", "8"], 16, 8, 1),  # given: as given, even when it is the preset's
+    (["--envs-per-worker", "3"], 16, 3, 1),
+    (["--rollouts-per-update", "2"], 16, 1, 2),
+    ([], None, 8, 1),  # the cluster not known: the preset's
 ])
-def test_a_cluster_of_more_workers_steps_fewer_envs_in_each(argv, workers, envs):
+def test_a_cluster_of_more_workers_steps_fewer_envs_in_each_and_pools_them(argv, workers, envs,
+                                                                           pooled):
     """Not given, --envs-per-worker is the preset's for 2 workers spread over the cluster's,
-    so its envs in flight stay where the preset's results were measured."""
+    so its envs in flight stay where the preset's results were measured, and as many
+    rollouts are pooled into an update as keep its samples the preset's."""
     parser = argparse.ArgumentParser()
     add_config_arguments(parser)
     config = config_from_args(parser.parse_args(argv), workers=workers)
-    assert config.envs_per_worker == envs
+    assert (config.envs_per_worker, config.rollouts_per_update) == (envs, pooled)
+    preset = config_from_args(parser.parse_args(argv))
+    if workers and workers >= 4 and not {"--envs-per-worker", "--rollouts-per-update"} & {*argv}:
+        assert config.samples_per_update() == preset.samples_per_update()
+
+
+def test_pooled_rollouts_are_clipped_at_sqrt_k_and_tolerate_the_lag_of_their_update():
+    """An update of k pooled rollouts is judged as one of their samples together: its
+    tolerated lag is that of an update of k x the samples, and each rollout's gradient is
+    clipped at sqrt(k) x --grad-clip-norm."""
+    one = A3CConfig(envs_per_worker=1, rollout_length=20, grad_clip_norm=0.5, lag_tolerance=4.0)
+    pooled = dataclasses.replace(one, rollouts_per_update=8)
+    assert one.tolerated_lag() == pytest.approx(4.0 * math.sqrt(8))
+    assert pooled.tolerated_lag() == pooled.own_pipeline_lag() == 6  # 4 at 160 samples, floor 6
+    assert pooled.rollout_clip_norm() == pytest.approx(0.5 * math.sqrt(8))
+    assert one.rollout_clip_norm() == 0.5
+    with pytest.raises(ValueError, match="--rollouts-per-update must be at least 1, got 0"):
+        dataclasses.replace(one, rollouts_per_update=0).validate()
 
 
 def test_a_command_for_a_known_cluster_keeps_envs_given_equal_to_the_presets():
