@@ -44,7 +44,7 @@ class Categorical:
         """Actions [N] int32. Non-finite logits (NaN observations) act uniformly at random
         rather than produce an action outside the space; the learner then skips the update
         they poison."""
-        logits = tf.where(tf.math.is_finite(logits), logits, tf.zeros_like(logits))
+        logits = finite_or_zero(logits)
         return tf.cast(tf.random.categorical(logits, 1)[:, 0], tf.int32)
 
     def mode(self, logits):
@@ -74,7 +74,7 @@ class DiagGaussian:
     def sample(self, params):
         """Actions [N, n] float32: mean + std * eps, eps ~ N(0, 1), not clipped. Non-finite
         parameters act on a standard normal, as the categorical's act uniformly."""
-        params = tf.where(tf.math.is_finite(params), params, tf.zeros_like(params))
+        params = finite_or_zero(params)
         mean, log_std = self.split(params)
         return mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean))
 
@@ -95,6 +95,13 @@ class DiagGaussian:
 
 
 # gSDE's variance floor, added before the square root (stable-baselines3's StateDependentNoise).
+def finite_or_zero(x):
+    """`x` with its NaN and inf entries 0: what a sampler acts on when the network's output is
+    not finite (NaN observations), so that the action stays in the space; the learner then
+    skips the update they poison."""
+    return tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
+
+
 SDE_EPSILON = 1e-6
 
 

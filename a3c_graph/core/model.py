@@ -46,6 +46,7 @@ from a3c_graph.core.config import resolve_policy
 from a3c_graph.core.distributions import (
     distribution,
     exploration_matrices,
+    finite_or_zero,
     state_dependent_log_std,
     state_dependent_noise,
 )
@@ -128,8 +129,7 @@ class ActorCriticMLP:
 
         def sample(observations):
             policy, features = self.policy_and_features(observations)
-            mean = self.distribution.mode(policy)
-            mean = tf.where(tf.math.is_finite(mean), mean, tf.zeros_like(mean))
+            mean = finite_or_zero(self.distribution.mode(policy))
             return mean + state_dependent_noise(features, matrices)
         return sample
 
