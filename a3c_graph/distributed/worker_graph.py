@@ -10,9 +10,10 @@ build_worker_graph reads as the algorithm does:
      the rollouts and their snapshots;
   4. build_learner: a rollout dequeued, its A3C loss and clipped gradients on the weights
      that acted it (core/learner.py), and the learning rate of this update;
-  5. exchange_with_ps: the gradients applied to the globals by an Adam on each ps task, the
-     rollout's episodes counted, and the updated globals and the counters brought back into
-     the local copy, in one message each way per ps task;
+  5. exchange_with_ps: the gradients applied to the globals by an Adam on each ps task (with
+     --rollouts-per-update k, pooled there until k rollouts' fill an update: GradientPool),
+     the rollout's episodes counted, and the updated globals and the counters brought back
+     into the local copy, in one message each way per ps task;
   6. build_sync: the local init op, which syncs the local copy from the globals before any
      actor starts;
   7. the Saver of the chief's checkpoints, built last so it covers every variable
@@ -35,6 +36,14 @@ local copy newer (one session step per rollout: the refresh rides on the apply),
 rollout waits behind up to --queue-capacity others, so the globals its gradient is applied
 to are lag_apply global updates newer than the weights that acted: about (queue_capacity +
 1) x the number of workers, A3C's asynchronous staleness, logged per update.
+
+The lag is counted in the updates applied to the globals, and it grows with the workers
+whatever each update holds: 16 workers of one env each (the atari preset spread over them)
+made updates of 20 samples 32-35 updates stale, whose gradients were 1.5-4 times the norm
+of the same updates 4-6 stale (2 workers of one env). So where the preset's envs are spread
+over more workers, their smaller rollouts are pooled on the ps into updates of the preset's
+size (GradientPool): as many samples an update as 2 workers make, and about as many updates
+in flight (docs/learning/many-workers/runs.md).
 
 Computing the gradient on the local copy as it was when the rollout was dequeued instead
 (the on-policy loss on off-policy actions, up to (queue_capacity + 1) refreshes newer than
