@@ -94,7 +94,6 @@ class DiagGaussian:
         return tf.reduce_sum(log_std + 0.5 * (1.0 + LOG_2PI), axis=-1)
 
 
-# gSDE's variance floor, added before the square root (stable-baselines3's StateDependentNoise).
 def finite_or_zero(x):
     """`x` with its NaN and inf entries 0: what a sampler acts on when the network's output is
     not finite (NaN observations), so that the action stays in the space; the learner then
@@ -102,6 +101,7 @@ def finite_or_zero(x):
     return tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
 
 
+# gSDE's variance floor, added before the square root (stable-baselines3's StateDependentNoise).
 SDE_EPSILON = 1e-6
 
 

@@ -543,9 +543,8 @@ def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> 
     update = learner.update
     # The globals this update was applied to were one update older than the global step
     # read back after it (concurrent updates of other workers in between make it an upper
-    # bound by those few). A rollout pooled for a later update (--rollouts-per-update) is
-    # counted as if it had filled the pool: the lag of the update it waits for, less the
-    # updates still to come before it.
+    # bound by those few). A rollout pooled for a later update (--rollouts-per-update)
+    # advanced no global step itself: its lag is to the globals as they stand, at least 0.
     lag_apply = tf.maximum(counters.global_step - 1 - learner.acting_version, 0)
     return TrainFetches(
         counters=counters, loss=update.loss, grad_norm=update.grad_norm,

@@ -103,7 +103,7 @@ def _update_then(cluster, config, rollout, weights, env_steps, save_to=None, act
             for enqueue in enqueues[1:]:
                 session.run(enqueue)
                 fetched = session.run(built.train_fetches)
-            result = {"after_first": after_first,"local_after_init": local_after_init,
+            result = {"after_first": after_first, "local_after_init": local_after_init,
                       "globals": _values(session, tf1.global_variables()),
                       "local": _values(session, local), "env_steps_seen": session.run(seen),
                       "devices": {v.op.name: v.device for v in network},
