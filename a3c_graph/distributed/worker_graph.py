@@ -263,12 +263,15 @@ class GradientPool:
                                       name=f"rollouts_ps{ps_task or 0}")
 
     def add(self, gradients: list, counts) -> tf.Tensor:
-        """Add a rollout's gradients; `counts` (bool) whether the rollout counts (one at a
-        learning rate of 0, not finite or past the anneal, adds nothing that matters and
-        does not count). -> the count after it (int64)."""
-        added = [total.assign_add(g) for total, g in zip(self.sums, gradients)]
-        with tf.control_dependencies(added):
-            return self.count.assign_add(tf.cast(counts, tf.int64))
+        """Add a rollout's gradients and count it if `counts` (bool; a rollout at a learning
+        rate of 0, not finite or past the anneal, is left out, as the TF2 holder leaves
+        it). -> the count after it (int64)."""
+        def add_and_count():
+            added = [total.assign_add(g) for total, g in zip(self.sums, gradients)]
+            with tf.control_dependencies(added):
+                return self.count.assign_add(1)
+
+        return tf.cond(counts, add_and_count, self.count.read_value, name="add")
 
     def apply_when_full(self, count, k: int, apply_mean) -> tf.Operation:
         """apply_mean(mean gradients) if `count` (add's) filled the pool, then the sums less
