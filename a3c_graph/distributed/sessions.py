@@ -23,7 +23,9 @@ refused that step before running it and is intact: run_step runs the step again 
 session (retry_duplicates). What it cannot run again (an actor thread's step, refused by the
 worker's own task and reported through the coordinator; refusals that repeat) breaks the
 session, and FirstSessionOnly makes a new one in place; only a second within a minute is a
-LostPs.
+LostPs. And a step that never comes back at all (its own partition silent after the ps
+refused its part, past the step's RunOptions deadline, deaf to Python) is ended by
+StepWatchdog: the worker exits as for a lost ps.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import math
 import re
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -56,6 +59,9 @@ CANCELLED = 1  # tf.errors.CANCELLED
 DUPLICATE_RETRIES = 3
 # A session broken by a refused duplicate is made anew in place at most this often.
 DUPLICATE_NEW_SESSION_SECS = 60.0
+# How long past its own RunOptions deadline a step may stay out before StepWatchdog takes
+# the session for wedged.
+STEP_DEADLINE_GRACE_SECS = 60.0
 
 
 class GaveUp(Exception):
@@ -263,6 +269,55 @@ def report_lost_ps(spec, error: BaseException) -> None:
     # enough to tell why.
     cause = error.__cause__ or error
     print(f"{PROG}: the error in full: {type(cause).__name__}: {cause}", flush=True)
+
+
+class StepWatchdog:
+    """Calls on_stall(seconds out) once a step has been out `limit` seconds.
+
+    A step's RunOptions deadline ends one stuck on an unreachable ps (DeadlineExceeded, a
+    lost ps). Once in a 16-worker Pong run a step outlived it: the ps refused its part as a
+    duplicate request and the worker's own partition never answered, so session.run never
+    returned, the worker learned nothing for the run's second half, and the launcher waited
+    for it to the run's deadline (docs/learning/many-workers/runs.md, "Sixteen workers on the
+    gradient pool, seed 1"). Python cannot interrupt that call; this thread sees it, and
+    on_stall ends the process for its supervisor to start it again."""
+
+    def __init__(self, limit: float, on_stall: Callable[[float], None],
+                 poll_secs: float = 1.0, clock: Callable[[], float] = time.monotonic):
+        self.limit = limit
+        self._on_stall = on_stall
+        self._clock = clock
+        self._started: float | None = None
+        self._stalled = False
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(poll_secs,),
+                                        name="step-watchdog", daemon=True)
+        self._thread.start()
+
+    def start(self) -> None:
+        """A step begins."""
+        self._started = self._clock()
+
+    def end(self) -> None:
+        """The step returned (or raised)."""
+        self._started = None
+
+    def check(self) -> bool:
+        """Whether the step out now has been out past the limit (on_stall called, once)."""
+        started = self._started
+        if self._stalled or started is None or self._clock() - started < self.limit:
+            return self._stalled
+        self._stalled = True
+        self._on_stall(self._clock() - started)
+        return True
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join()
+
+    def _watch(self, poll_secs: float) -> None:
+        while not self._closed.wait(poll_secs) and not self.check():
+            pass
 
 
 def is_duplicate_request(error: BaseException) -> bool:

@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from collections import deque
 
 import tensorflow as tf
 
 from a3c_graph.core.stop_rule import RECENT_EPISODES, training_stop_reason
-from a3c_graph.distributed.sessions import WAIT_MESSAGE_SECS, describe_duplicate, run_step
+from a3c_graph.distributed.sessions import (
+    STEP_DEADLINE_GRACE_SECS,
+    WAIT_MESSAGE_SECS,
+    StepWatchdog,
+    describe_duplicate,
+    run_step,
+)
 from a3c_graph.rundir.progress import LEARNER_DIAGNOSTICS, ProgressFile
+from a3c_graph.system.cli import EXIT_LOST_PS
 from a3c_graph.system.cli import WORKER_PROG as PROG
 
 # Updates in a row whose loss or gradients are NaN/inf before a worker stops.
@@ -105,10 +113,26 @@ def learner_loop(creator, hooks, worker_graph, config, spec, progress: ProgressR
     the actor threads and closes the queue.
     """
 
-    reason = error = None
     # A step that takes this long is stuck on an unreachable ps (a network cut can leave a
-    # connection that neither side closes): DeadlineExceeded, handled like a lost ps.
+    # connection that neither side closes): DeadlineExceeded, handled like a lost ps. One
+    # still out STEP_DEADLINE_GRACE_SECS after that never returns: the watchdog ends the
+    # worker with the lost ps's exit status.
     options = tf.compat.v1.RunOptions(timeout_in_ms=int(config.connect_timeout * 1000))
+    watchdog = StepWatchdog(config.connect_timeout + STEP_DEADLINE_GRACE_SECS,
+                            lambda seconds: wedged(spec, seconds))
+    try:
+        reason, error = _train(creator, hooks, worker_graph, config, spec, progress, stop,
+                               target_return, options, watchdog)
+    finally:
+        watchdog.close()
+    stop.in_loop = False
+    return reason, error
+
+
+def _train(creator, hooks, worker_graph, config, spec, progress, stop, target_return,
+           options, watchdog) -> tuple[str | None, str | None]:
+    """learner_loop's session and steps, each step watched by `watchdog`."""
+    reason = error = None
     skipped_in_a_row = 0
     last_skip_message = 0.0
     with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
@@ -118,11 +142,15 @@ def learner_loop(creator, hooks, worker_graph, config, spec, progress: ProgressR
               f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
               flush=True)
         while not session.should_stop():
-            fetched = run_step(session, worker_graph.train_fetches, options,
-                               on_duplicate=lambda error, count: print(
-                                   f"{PROG}: warning: worker {spec.task}: "
-                                   f"{describe_duplicate(error)}; running the step again "
-                                   f"({count} in a row)", flush=True))
+            watchdog.start()
+            try:
+                fetched = run_step(session, worker_graph.train_fetches, options,
+                                   on_duplicate=lambda error, count: print(
+                                       f"{PROG}: warning: worker {spec.task}: "
+                                       f"{describe_duplicate(error)}; running the step again "
+                                       f"({count} in a row)", flush=True))
+            finally:
+                watchdog.end()
             progress.update(fetched)
             if fetched.update_skipped:
                 skipped_in_a_row += 1
@@ -152,5 +180,13 @@ def learner_loop(creator, hooks, worker_graph, config, spec, progress: ProgressR
                          if spec.is_chief and worker_graph.optimizer_state else None)
                 progress.write("running", extra=extra)
         progress.write("done", stop_reason=reason)
-    stop.in_loop = False
     return reason, error
+
+
+def wedged(spec, seconds: float) -> None:
+    """StepWatchdog's end of a worker whose step never returned: one line on stderr, and
+    the lost ps's exit status, so the launcher starts the worker again at once."""
+    print(f"{PROG}: worker {spec.task}: a training step has not returned in {seconds:.0f} s, "
+          "past its deadline (a session TF left wedged); exiting to be restarted",
+          file=sys.stderr, flush=True)
+    os._exit(EXIT_LOST_PS)

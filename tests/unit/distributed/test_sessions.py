@@ -244,3 +244,66 @@ def test_a_step_refused_as_a_duplicate_runs_again_then_in_a_new_session(listenin
         with monitored(creator) as session:
             assert session.run(fetch) == 2.0  # the way an actor's refusal reaches it
             assert len(creator.sessions) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# A step that never returns (StepWatchdog).
+# ---------------------------------------------------------------------------------------------
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_step_out_past_the_limit_is_reported_once_and_a_step_that_returned_never():
+    clock, stalls = FakeClock(), []
+    watchdog = sessions.StepWatchdog(180.0, stalls.append, poll_secs=3600.0, clock=clock)
+    try:
+        watchdog.start()
+        clock.now += 179.0
+        assert not watchdog.check() and stalls == []
+        watchdog.end()  # returned in time: however long the wait after it
+        clock.now += 1000.0
+        assert not watchdog.check() and stalls == []
+        watchdog.start()
+        clock.now += 181.0
+        assert watchdog.check() and stalls == [181.0]
+        clock.now += 50.0
+        assert watchdog.check() and stalls == [181.0]  # once
+    finally:
+        watchdog.close()
+
+
+def test_the_watchdog_thread_sees_a_stalled_step_without_being_asked():
+    import threading
+
+    clock, stalled = FakeClock(), threading.Event()
+    watchdog = sessions.StepWatchdog(180.0, lambda seconds: stalled.set(), poll_secs=0.01,
+                                     clock=clock)
+    try:
+        watchdog.start()
+        clock.now += 200.0
+        assert stalled.wait(timeout=30.0)
+    finally:
+        watchdog.close()
+
+
+def test_a_wedged_worker_exits_with_the_lost_ps_status_and_one_line():
+    """What the watchdog does to a worker: exit 75 at once (the launcher starts it again),
+    one line on stderr naming the worker and the time."""
+    import subprocess
+    import sys
+
+    code = ("from types import SimpleNamespace\n"
+            "from a3c_graph.distributed.training import wedged\n"
+            "wedged(SimpleNamespace(task=5), 181.4)\n"
+            "print('not reached')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 75
+    assert "not reached" not in done.stdout
+    lines = [line for line in done.stderr.splitlines() if "a3c_graph" in line]
+    assert len(lines) == 1 and "worker 5" in lines[0] and "181 s" in lines[0], done.stderr
