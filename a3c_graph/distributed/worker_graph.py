@@ -273,16 +273,17 @@ class GradientPool:
 
         return tf.cond(counts, add_and_count, self.count.read_value, name="add")
 
-    def apply_when_full(self, count, k: int, apply_mean) -> tf.Operation:
-        """apply_mean(mean gradients) if `count` (add's) filled the pool, then the sums less
-        what was applied; else nothing."""
+    def apply_when_full(self, count, counted, k: int, apply_mean) -> tf.Operation:
+        """apply_mean(mean gradients) if this rollout `counted` and its `count` (add's)
+        filled the pool, then the sums less what was applied; else nothing (a rollout left
+        out applies nothing, whatever the count it leaves)."""
         def apply():
             pooled = [tf.identity(total.read_value()) for total in self.sums]
             with tf.control_dependencies([apply_mean([p / k for p in pooled])]):
                 return tf.group(*(total.assign_sub(p) for total, p in zip(self.sums, pooled)))
 
-        return tf.cond(tf.equal(tf.math.floormod(count, k), 0), apply, tf.no_op,
-                       name="apply_when_full")
+        filled = tf.logical_and(counted, tf.equal(tf.math.floormod(count, k), 0))
+        return tf.cond(filled, apply, tf.no_op, name="apply_when_full")
 
     def initialized(self) -> tf.Operation:
         """Zeroes what is not initialized yet (a new ps task), and leaves the rest: each
@@ -478,8 +479,9 @@ def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
     if pool is None:
         applied = apply(gradients)
     else:
-        count = pool.add(gradients, learning_rate > 0.0)
-        applied = pool.apply_when_full(count, config.rollouts_per_update, apply)
+        counts = learning_rate > 0.0
+        applied = pool.apply_when_full(pool.add(gradients, counts), counts,
+                                       config.rollouts_per_update, apply)
     if not shard.holds_statistics:
         return applied
     sums, returns = arrived[n + 1:-1], arrived[-1]

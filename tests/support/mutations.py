@@ -158,8 +158,8 @@ MUTATIONS = [
              "tolerance_over_lag[30-4.0-samples8-0.003771236166328254]",
              "the tolerated lag the same for updates of 20 samples as of 160"),
     Mutation("pool-applies-every-rollout", "a3c_graph/distributed/worker_graph.py",
-             "return tf.cond(tf.equal(tf.math.floormod(count, k), 0), apply, tf.no_op,",
-             "return tf.cond(tf.constant(True), apply, tf.no_op,",
+             "filled = tf.logical_and(counted, tf.equal(tf.math.floormod(count, k), 0))",
+             "filled = tf.constant(True)",
              "tests/cluster/test_worker_graph_cluster.py::test_pooled_rollouts_apply_once_the_"
              "mean_of_their_gradients_each_clipped_at_sqrt_k",
              "every pooled rollout applied as it arrives: the ps applies the pool's running sum "

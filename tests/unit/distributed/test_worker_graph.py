@@ -92,33 +92,33 @@ def test_one_ps_task_keeps_the_optimizer_names_checkpoints_were_written_with():
         assert {f"{variable.op.name}/Adam", f"{variable.op.name}/Adam_1"} <= names
 
 
-
-
-
-
 # ---------------------------------------------------------------------------------------------
 # The gradient pool (--rollouts-per-update).
 # ---------------------------------------------------------------------------------------------
 
 def test_a_pool_of_three_applies_the_mean_of_the_rollouts_that_count_and_only_those():
     """k = 3 in one process: a rollout at a learning rate of 0 neither counts nor adds its
-    gradient (the TF2 holder skips it too); the third rollout that counts applies the mean of
-    the three, and the pool is empty after it."""
+    gradient nor applies anything, even where the count stands at a multiple of k (the TF2
+    holder skips it too); the third rollout that counts applies the mean of the three, and
+    the pool is empty after it."""
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         weight = tf.compat.v1.Variable([0.0, 0.0], use_resource=True)
         pool = worker_graph.GradientPool([weight], ps_task=0)
         gradient = tf.compat.v1.placeholder(tf.float32, [2])
         counts = tf.compat.v1.placeholder(tf.bool, [])
-        applied_mean = tf.compat.v1.Variable([0.0, 0.0], use_resource=True)
-        update = pool.apply_when_full(pool.add([gradient], counts), 3,
+        applied_mean = tf.compat.v1.Variable([-1.0, -1.0], use_resource=True)
+        update = pool.apply_when_full(pool.add([gradient], counts), counts, 3,
                                       lambda mean: tf.group(applied_mean.assign(mean[0])))
         applied = []
         session.run(tf.compat.v1.global_variables_initializer())
         session.run(pool.initialized())
-        for value, counted in [([1.0, 2.0], True), ([100.0, 100.0], False),
-                               ([2.0, 4.0], True), ([3.0, 6.0], True)]:
+        for value, counted in [([5.0, 5.0], False), ([1.0, 2.0], True), ([100.0, 100.0], False),
+                               ([2.0, 4.0], True), ([3.0, 6.0], True), ([7.0, 7.0], False)]:
             session.run(update, {gradient: value, counts: counted})
             applied.append(session.run(applied_mean).tolist())
-        assert applied == [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [2.0, 4.0]]
+        # An apply of the empty pool would write its mean, [0, 0]: the first and last
+        # rollouts, at a count of 0 and of 3, apply nothing.
+        assert applied == [[-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0], [2.0, 4.0],
+                           [2.0, 4.0]]
         assert session.run(pool.count) == 3
         assert session.run(pool.sums[0]).tolist() == [0.0, 0.0]
