@@ -30,6 +30,7 @@ StepWatchdog: the worker exits as for a lost ps.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -38,7 +39,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import tensorflow as tf
@@ -293,6 +294,21 @@ class StepWatchdog:
         self._thread = threading.Thread(target=self._watch, args=(poll_secs,),
                                         name="step-watchdog", daemon=True)
         self._thread.start()
+
+    def __enter__(self) -> StepWatchdog:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        """Watches what runs inside, until it returns or raises."""
+        self.start()
+        try:
+            yield
+        finally:
+            self.end()
 
     def start(self) -> None:
         """A step begins."""

@@ -113,44 +113,29 @@ def learner_loop(creator, hooks, worker_graph, config, spec, progress: ProgressR
     the actor threads and closes the queue.
     """
 
+    reason = error = None
     # A step that takes this long is stuck on an unreachable ps (a network cut can leave a
     # connection that neither side closes): DeadlineExceeded, handled like a lost ps. One
     # still out STEP_DEADLINE_GRACE_SECS after that never returns: the watchdog ends the
     # worker with the lost ps's exit status.
     options = tf.compat.v1.RunOptions(timeout_in_ms=int(config.connect_timeout * 1000))
-    watchdog = StepWatchdog(config.connect_timeout + STEP_DEADLINE_GRACE_SECS,
-                            lambda seconds: wedged(spec, seconds))
-    try:
-        reason, error = _train(creator, hooks, worker_graph, config, spec, progress, stop,
-                               target_return, options, watchdog)
-    finally:
-        watchdog.close()
-    stop.in_loop = False
-    return reason, error
-
-
-def _train(creator, hooks, worker_graph, config, spec, progress, stop, target_return,
-           options, watchdog) -> tuple[str | None, str | None]:
-    """learner_loop's session and steps, each step watched by `watchdog`."""
-    reason = error = None
     skipped_in_a_row = 0
     last_skip_message = 0.0
-    with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
-                                             stop_grace_period_secs=5) as session:
+    with StepWatchdog(config.connect_timeout + STEP_DEADLINE_GRACE_SECS,
+                      lambda seconds: wedged(spec, seconds)) as watchdog, \
+            tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=hooks,
+                                                stop_grace_period_secs=5) as session:
         stop.in_loop = True
         print(f"{PROG}: worker {spec.task} training "
               f"({config.actor_threads} actor thread(s) x {config.envs_per_worker} envs)",
               flush=True)
         while not session.should_stop():
-            watchdog.start()
-            try:
+            with watchdog.step():
                 fetched = run_step(session, worker_graph.train_fetches, options,
                                    on_duplicate=lambda error, count: print(
                                        f"{PROG}: warning: worker {spec.task}: "
                                        f"{describe_duplicate(error)}; running the step again "
                                        f"({count} in a row)", flush=True))
-            finally:
-                watchdog.end()
             progress.update(fetched)
             if fetched.update_skipped:
                 skipped_in_a_row += 1
@@ -180,6 +165,7 @@ def _train(creator, hooks, worker_graph, config, spec, progress, stop, target_re
                          if spec.is_chief and worker_graph.optimizer_state else None)
                 progress.write("running", extra=extra)
         progress.write("done", stop_reason=reason)
+    stop.in_loop = False
     return reason, error
 
 

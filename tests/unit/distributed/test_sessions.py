@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import logging
 import socket
+import subprocess
+import sys
+import threading
 
 import pytest
 
@@ -260,12 +263,15 @@ class FakeClock:
 
 def test_a_step_out_past_the_limit_is_reported_once_and_a_step_that_returned_never():
     clock, stalls = FakeClock(), []
-    watchdog = sessions.StepWatchdog(180.0, stalls.append, poll_secs=3600.0, clock=clock)
-    try:
-        watchdog.start()
-        clock.now += 179.0
+    with sessions.StepWatchdog(180.0, stalls.append, poll_secs=3600.0,
+                               clock=clock) as watchdog:
+        with watchdog.step():
+            clock.now += 179.0
+            assert not watchdog.check() and stalls == []
+        clock.now += 1000.0  # returned in time: however long the wait after it
         assert not watchdog.check() and stalls == []
-        watchdog.end()  # returned in time: however long the wait after it
+        with pytest.raises(RuntimeError), watchdog.step():
+            raise RuntimeError("a step that raised has ended too")
         clock.now += 1000.0
         assert not watchdog.check() and stalls == []
         watchdog.start()
@@ -273,30 +279,20 @@ def test_a_step_out_past_the_limit_is_reported_once_and_a_step_that_returned_nev
         assert watchdog.check() and stalls == [181.0]
         clock.now += 50.0
         assert watchdog.check() and stalls == [181.0]  # once
-    finally:
-        watchdog.close()
 
 
 def test_the_watchdog_thread_sees_a_stalled_step_without_being_asked():
-    import threading
-
     clock, stalled = FakeClock(), threading.Event()
-    watchdog = sessions.StepWatchdog(180.0, lambda seconds: stalled.set(), poll_secs=0.01,
-                                     clock=clock)
-    try:
+    with sessions.StepWatchdog(180.0, lambda seconds: stalled.set(), poll_secs=0.01,
+                               clock=clock) as watchdog:
         watchdog.start()
         clock.now += 200.0
         assert stalled.wait(timeout=30.0)
-    finally:
-        watchdog.close()
 
 
 def test_a_wedged_worker_exits_with_the_lost_ps_status_and_one_line():
     """What the watchdog does to a worker: exit 75 at once (the launcher starts it again),
     one line on stderr naming the worker and the time."""
-    import subprocess
-    import sys
-
     code = ("from types import SimpleNamespace\n"
             "from a3c_graph.distributed.training import wedged\n"
             "wedged(SimpleNamespace(task=5), 181.4)\n"
