@@ -131,11 +131,7 @@ def learner_loop(creator, hooks, worker_graph, config, spec, progress: ProgressR
               flush=True)
         while not session.should_stop():
             with watchdog.step():
-                fetched = run_step(session, worker_graph.train_fetches, options,
-                                   on_duplicate=lambda error, count: print(
-                                       f"{PROG}: warning: worker {spec.task}: "
-                                       f"{describe_duplicate(error)}; running the step again "
-                                       f"({count} in a row)", flush=True))
+                fetched = training_step(session, worker_graph, options, spec)
             progress.update(fetched)
             if fetched.update_skipped:
                 skipped_in_a_row += 1
@@ -167,6 +163,15 @@ def learner_loop(creator, hooks, worker_graph, config, spec, progress: ProgressR
         progress.write("done", stop_reason=reason)
     stop.in_loop = False
     return reason, error
+
+
+def training_step(session, worker_graph, options, spec):
+    """One step of the learner (its fetches), run again with a warning when the ps refused
+    it as a duplicate request."""
+    return run_step(session, worker_graph.train_fetches, options,
+                    on_duplicate=lambda error, count: print(
+                        f"{PROG}: warning: worker {spec.task}: {describe_duplicate(error)}; "
+                        f"running the step again ({count} in a row)", flush=True))
 
 
 def wedged(spec, seconds: float) -> None:
