@@ -70,7 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "--min-agent-steps 150000 plays at least 100 games and 150,000 "
                              "agent steps (default: 0, just --episodes).")
     parser.add_argument("--env", help="Env id (default: the run's).")
-    parser.add_argument("--seed", type=int, default=12345, help="Seed of the evaluation envs.")
+    parser.add_argument("--seed", type=int, default=12345,
+                        help="Seed of the evaluation: episode i's env is seeded SEED + i and "
+                             "--sample's actions come from a stream seeded by it, so the same "
+                             "seed plays the same episodes (default: 12345).")
     parser.add_argument("--sample", action="store_true",
                         help="Sample actions from the policy instead of taking the most likely.")
     parser.add_argument("--record", action="store_true",

@@ -172,7 +172,7 @@ def play_episodes(config, checkpoint: str, episodes: int, seed: int, sample: boo
     replayed = bool(video_dir) and renders_apart(env)
     if video_dir and not replayed:
         env = _recording_env(env, config, video_dir, name_prefix)
-    policy = _one_env_policy(config, env, sample, device)
+    policy = _one_env_policy(config, env, sample, device, seed)
     returns, lengths = [], []
     with _quiet_session(policy.graph, session_config) as session:
         _restore(policy.saver, session, checkpoint)
@@ -221,12 +221,13 @@ class _Policy(NamedTuple):
     saver: object
 
 
-def _one_env_policy(config, env, sample: bool, device: str | None) -> _Policy:
+def _one_env_policy(config, env, sample: bool, device: str | None, seed: int) -> _Policy:
     """The acting graph of `config`'s network for `env`'s observations, its ops pinned to
-    `device` (None: TF chooses)."""
+    `device` (None: TF chooses), its sampled actions drawn from `seed`'s stream."""
     tf1 = tf.compat.v1
     graph = tf.Graph()
     with graph.as_default(), graph.device(device):
+        tf1.set_random_seed(seed)
         obs = tf1.placeholder(tf.as_dtype(env.observation_space.dtype),
                               [None, *env.observation_space.shape], name="obs")
         scale, statistics = checkpointed_scale(config, env.observation_space.shape)
@@ -295,7 +296,7 @@ def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
         batch = EnvBatch(config.env, games, seed=seed + first, **env_options(config))
         try:
             more = _play_batch(batch, config, checkpoint, games, sample, device,
-                               session_config, label, placement, say, first)
+                               session_config, label, placement, say, first, seed + first)
         finally:
             batch.close()
         returns += more[0]
@@ -304,13 +305,14 @@ def play_games(config, checkpoint: str, games: int, seed: int, sample: bool,
 
 
 def _play_batch(batch, config, checkpoint, games, sample, device, session_config, label,
-                placement, say, first: int = 0) -> tuple[list[float], list[int]]:
+                placement, say, first: int, seed: int) -> tuple[list[float], list[int]]:
     """One batch of play_games on the EnvBatch `batch` of `games` envs, its games numbered
-    from first + 1."""
+    from first + 1, its sampled actions drawn from `seed`'s stream."""
     tf1 = tf.compat.v1
     info = batch.info
     graph = tf.Graph()
     with graph.as_default(), graph.device(device):
+        tf1.set_random_seed(seed)
         obs_ph = tf1.placeholder(tf.as_dtype(info.obs_dtype), [games, *info.obs_shape],
                                  name="obs")
         scale, statistics = checkpointed_scale(config, info.obs_shape)

@@ -189,6 +189,24 @@ def test_evaluation_plays_whole_atari_games_as_one_batch(tmp_path):
 
 
 
+def test_a_sampled_evaluation_with_the_same_seed_plays_the_same_games(tmp_path, capsys):
+    # --seed fixes the no-ops and the sampled actions both: an evaluation can be replayed, and
+    # two checkpoints evaluated on one seed meet the same games as far as their play agrees.
+    from a3c_graph.trained import evaluation
+
+    logdir = tmp_path / "run"
+    untrained_run(logdir, env=BREAKOUT, protocol="classic", conv_filters=(4, 4, 4))
+
+    def play(seed: str) -> dict:
+        assert evaluation.main(["--logdir", str(logdir), "--episodes", "3", "--sample",
+                                "--seed", seed]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    first, again, other = play("7"), play("7"), play("8")
+    assert (again["returns"], again["frames"]) == (first["returns"], first["frames"])
+    assert other["frames"] != first["frames"]
+
+
 def test_evaluation_to_a_number_of_agent_steps_plays_whole_batches_of_the_same_games(
         tmp_path, capsys):
     # rl-zoo's and this project's Atari evaluations play at least N agent steps of whole
