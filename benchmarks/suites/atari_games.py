@@ -2,6 +2,7 @@
 suite's results of the atari-* tasks (benchmarks.learning --tasks atari-breakout, ...).
 
     python -m benchmarks.atari_games OUT RESULTS_DIR [RESULTS_DIR ...]
+    python -m benchmarks.atari_games --record-figures RECORD_DIR [RECORD_DIR ...]
 
 Each RESULTS_DIR is a learning suite's --out (a game per suite, or several); every record of
 an atari-* task in them is read, whichever folder holds it. Writes <OUT>/atari.md (per game:
@@ -15,6 +16,10 @@ many seeds, also the human-normalised IQM and mean over games x seeds beside rl-
 same figures), <OUT>/atari.png (each game's curves against
 frames, the anchors as lines) and then <OUT>/atari-profile.png (the performance profiles).
 Paths to each run's own results are relative to OUT.
+
+--record-figures prints each run record's figures block (its curve every 5M frames beside
+rl-zoo's own run, read from rl-zoo-run.json in the game's folder, and its evaluations), the
+block its README holds.
 """
 
 from __future__ import annotations
@@ -151,13 +156,21 @@ def curve_at(record: dict, millions: float) -> float | None:
     return before[-1] if before else None
 
 
-def _to_a2c_score(record: dict) -> str:
-    """Frames and minutes of training when the curve first reached the game's A2C score."""
+def _reached_a2c_score(record: dict) -> tuple[float, float] | None:
+    """(frames, seconds) of training when the curve first reached the game's A2C score."""
     curve, score = record["curve"], ANCHORS[record["task"]].a2c
     for frames, seconds, mean in zip(curve["frames"], curve["seconds"], curve["mean_return"]):
         if mean is not None and mean >= score:
-            return f"{frames / 1e6:.1f}M frames, {seconds / 60:.0f} min"
-    return "not reached"
+            return frames, seconds
+    return None
+
+
+def _to_a2c_score(record: dict) -> str:
+    """Frames and minutes of training when the curve first reached the game's A2C score."""
+    reached = _reached_a2c_score(record)
+    if reached is None:
+        return "not reached"
+    return f"{reached[0] / 1e6:.1f}M frames, {reached[1] / 60:.0f} min"
 
 
 def markdown(games: dict[str, dict], records: Sequence[dict],
@@ -203,6 +216,48 @@ def markdown(games: dict[str, dict], records: Sequence[dict],
         lines.append(f"| {r['env']} | {r['seed']} | " +
                      " | ".join(_fmt(curve_at(r, m)) for m in MARKS) +
                      f" | {_to_a2c_score(r)} |")
+    return "\n".join(lines) + "\n"
+
+
+ZOO_RUN = "rl-zoo-run.json"  # in each game's folder, beside its records (zoo_run.py)
+
+
+def zoo_curve(record_folder: Path) -> dict | None:
+    """rl-zoo's own A2C run of the record's game, as docs/learning/zoo_run.py reads it from
+    its monitor files: {"frames": [...], "mean_return": [...]} (None if the game's folder
+    has none)."""
+    path = record_folder.parent / ZOO_RUN
+    if not path.exists():
+        return None
+    points = json.loads(path.read_text())["frames_mean_return_100"]
+    return {"frames": [f for f, _ in points], "mean_return": [r for _, r in points]}
+
+
+def record_figures(record: dict, zoo: dict | None) -> str:
+    """The figures block of one run's record README, rendered from its results.json: the
+    training curve (the mean score of the last 100 games) at each 5M frames beside rl-zoo's
+    own run, when it reached A2C's score and its best 100 games, and the final checkpoint's
+    evaluations (tests/unit/benchmarks/test_atari_games.py checks each record holds it)."""
+    anchor = ANCHORS[record["task"]]
+    lines = ["| frames | " + " | ".join(f"{m}M" for m in MARKS) + " |",
+             "|---|" + "---:|" * len(MARKS),
+             f"| this run (seed {record['seed']}) | " +
+             " | ".join(_fmt(curve_at(record, m)) for m in MARKS) + " |"]
+    if zoo is not None:
+        lines.append("| rl-zoo's own A2C run ([its monitor files](../rl-zoo-run.json)) | " +
+                     " | ".join(_fmt(curve_at({"curve": zoo}, m)) for m in MARKS) + " |")
+    greedy = evaluation_of(record, "greedy")
+    greedy_games = f" over {greedy['episodes']} games" if "episodes" in greedy else ""
+    at = _reached_a2c_score(record)
+    reached = (f"reached A2C's {anchor.a2c:,.0f} at {at[0] / 1e6:.1f}M frames "
+               f"({at[1] / 60:.0f} minutes)" if at else f"did not reach A2C's {anchor.a2c:,.0f}")
+    lines += ["", f"The mean score of the last 100 whole games the workers played; it "
+              f"{reached}, its best 100 games "
+              f"{_fmt(record['best_mean_return_100'])}, its last "
+              f"{_fmt(record['final_mean_return_100'])} at {_fmt(last_frame(record))} frames. "
+              f"The final checkpoint, sampled actions: {_spread(record)}; greedy: "
+              f"{_fmt(evaluated(record, 'greedy'))}{greedy_games}. rl-zoo's A2C "
+              f"{anchor.a2c:,.0f}, PPO {anchor.ppo:,.0f} (sampled)."]
     return "\n".join(lines) + "\n"
 
 
@@ -326,8 +381,26 @@ def plot(out: Path, records: Sequence[dict]) -> Path:
     return save_figure(fig, out / "atari.png")
 
 
+def print_record_figures(folders: Sequence[Path]) -> int:
+    """--record-figures RECORD...: each record's figures block (record_figures), to paste
+    into its README."""
+    try:
+        if not folders:
+            raise UsageError("usage: python -m benchmarks.atari_games --record-figures "
+                             "RECORD_DIR [RECORD_DIR ...]")
+        blocks = [(folder, record) for folder in folders
+                  for record in read_records([folder], folder)]
+    except UsageError as error:
+        return fail(PROG, error)
+    for folder, record in blocks:
+        print(f"{folder}:\n\n{record_figures(record, zoo_curve(folder))}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--record-figures"]:
+        return print_record_figures([Path(a) for a in argv[1:]])
     try:
         if len(argv) < 2 or any(a.startswith("-") for a in argv):
             raise UsageError("usage: python -m benchmarks.atari_games OUT RESULTS_DIR "

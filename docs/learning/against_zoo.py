@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 HERE = Path(__file__).parent
 ZOO_RUNS = {  # per learning-suite task: its rl-zoo-run.json (zoo_run.py)
-    "atari-breakout": HERE / "atari-breakout" / "2026-11-27-sb3-a2c-control" / "rl-zoo-run.json",
+    "atari-breakout": HERE / "atari-breakout" / "rl-zoo-run.json",
     "atari-qbert": HERE / "atari-qbert" / "rl-zoo-run.json",
     "atari-beamrider": HERE / "atari-beamrider" / "rl-zoo-run.json",
     "atari-spaceinvaders": HERE / "atari-spaceinvaders" / "rl-zoo-run.json",

@@ -88,7 +88,9 @@ def test_folders_without_atari_runs_are_one_line_exit_2(tmp_path):
     minatar = _suite(tmp_path / "minatar", [_record("breakout", "MinAtar/Breakout-v1", 0, 1.0)])
     for argv, message in (([str(tmp_path / "out"), str(minatar)], "no run of an atari-* task"),
                           ([str(tmp_path / "out"), str(tmp_path / "nope")], "is missing"),
-                          ([str(tmp_path / "out")], "usage:")):
+                          ([str(tmp_path / "out")], "usage:"),
+                          (["--record-figures", str(minatar)], "no run of an atari-* task"),
+                          (["--record-figures"], "usage:")):
         result = subprocess.run([sys.executable, "-m", "benchmarks.atari_games", *argv],
                                 capture_output=True, text=True, cwd=REPO, timeout=120)
         lines = result.stderr.strip().splitlines()
@@ -166,3 +168,37 @@ def test_the_readme_s_atari_table_is_the_one_rendered_from_the_committed_records
         means = [evaluated(r, "sampled") for r in records]
         assert game["sampled"]["mean"] == pytest.approx(sum(means) / len(means))
         assert game["sampled"]["low"] <= game["sampled"]["mean"] <= game["sampled"]["high"]
+
+
+def test_a_record_s_figures_read_its_curve_beside_the_zoo_s_and_its_evaluations(tmp_path):
+    from benchmarks.suites.atari_games import record_figures
+
+    record = _record("atari-beamrider", "ALE/BeamRider-v5", 0, 2500.0, last_100=3000.0)
+    record["curve"] = {"frames": [5_000_000, 34_000_000, 40_000_000],
+                       "seconds": [600.0, 7200.0, 9000.0], "mean_return": [400.0, 2900.0, 3000.0]}
+    zoo = {"frames": [4_000_000, 20_000_000, 40_000_000], "mean_return": [420.0, 984.0, 2347.0]}
+    text = record_figures(record, zoo)
+    # The curve's last reading at or before each 5M frames, this run's and the zoo's.
+    assert ("| this run (seed 0) | 400.0 | 400.0 | 400.0 | 400.0 | 400.0 | 400.0 | 2,900.0 | "
+            "3,000.0 |") in text
+    assert "| 420.0 | 420.0 | 420.0 | 984.0 | 984.0 | 984.0 | 984.0 | 2,347.0 |" in text
+    assert "reached A2C's 2,890 at 34.0M frames (120 minutes)" in text
+    assert "sampled actions: 30 games, 2,500.0 ± 3.7 [" in text
+    assert "greedy: 1,250.0 over 30 games" in text
+    # A run that never reached the score, and a game without the zoo's run: no zoo row.
+    record["curve"]["mean_return"] = [400.0, 2000.0, 2100.0]
+    text = record_figures(record, None)
+    assert "did not reach A2C's 2,890" in text and "rl-zoo's own" not in text
+
+
+def test_each_record_of_the_atari_table_holds_the_figures_rendered_from_its_results():
+    from benchmarks.suites.atari_games import read_records, record_figures, zoo_curve
+
+    out = REPO / "docs" / "learning" / "atari"
+    for entry in json.loads((out / "atari.json").read_text())["records"]:
+        folder = (out / entry["results"]).resolve()
+        record = next(r for r in read_records([folder], folder)
+                      if (r["task"], r["seed"]) == (entry["task"], entry["seed"]))
+        assert record_figures(record, zoo_curve(folder)) in (folder / "README.md").read_text(), (
+            f"{folder}: render its figures with python -m benchmarks.atari_games "
+            f"--record-figures {folder.relative_to(REPO)}")

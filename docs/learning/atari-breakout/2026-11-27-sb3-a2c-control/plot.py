@@ -34,7 +34,7 @@ def _sb3() -> tuple[list, list]:
 
 
 def _zoo() -> tuple[list, list]:
-    points = json.loads((HERE / "rl-zoo-run.json").read_text())["frames_mean_return_100"]
+    points = json.loads((HERE.parent / "rl-zoo-run.json").read_text())["frames_mean_return_100"]
     return [f for f, _ in points], [r for _, r in points]
 
 
