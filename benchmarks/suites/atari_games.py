@@ -352,8 +352,9 @@ def plot_profiles(out: Path, matrices: dict[str, np.ndarray]) -> Path:
 
 
 def plot(out: Path, records: Sequence[dict]) -> Path:
-    """atari.png: one panel per game, every seed's curve against frames, the anchors as
-    horizontal lines."""
+    """atari.png: one panel per game, every seed's curve against frames beside rl-zoo's own
+    A2C run of the game (zoo_curve, from the first record's folder that has it), the
+    anchors as horizontal lines."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
@@ -365,6 +366,10 @@ def plot(out: Path, records: Sequence[dict]) -> Path:
         for r in runs:
             ax.plot([f / 1e6 for f in r["curve"]["frames"]], r["curve"]["mean_return"],
                     linewidth=1.2, label=f"a3c_graph seed {r['seed']}")
+        zoo = next(filter(None, (zoo_curve(out / r["results"]) for r in runs)), None)
+        if zoo is not None:
+            ax.plot([f / 1e6 for f in zoo["frames"]], zoo["mean_return"], color="black",
+                    linewidth=1.2, alpha=0.6, label="rl-zoo's own A2C run")
         for value, style, label in ((anchor.a2c, "--", "rl-zoo A2C"),
                                     (anchor.ppo, ":", "rl-zoo PPO"),
                                     (anchor.a3c_paper, "-.", "A3C paper")):
