@@ -14,6 +14,7 @@ Writes against-workers.md and against-workers.png beside this script; prints the
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -22,15 +23,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PONG_TARGET = 18.0
 
-# task: (what is measured, how a seed's figure reads, in what unit, the plot's axis)
+# task: (what is measured, how a seed's figure reads, in what unit, the plot's axis, whether
+# lower is better)
 MEASURES = {
     "cartpole": ("CartPole-v1: env steps to a mean return(100) of 475", "{:,.0f}k", 1e3,
-                 "thousand env steps (lower is better)"),
+                 "thousand env steps (lower is better)", True),
     "breakout": ("MinAtar Breakout: mean return(100) at 5M frames", "{:.1f}", 1.0,
-                 "mean return(100) (higher is better)"),
+                 "mean return(100) (higher is better)", False),
     "pong": ("Pong (A3C protocol): frames to a mean return(100) of 18", "{:.1f}M", 1e6,
-             "million frames (lower is better)"),
+             "million frames (lower is better)", True),
 }
+BREAKOUT_FRAMES = 5_000_000
+PONG_TASKS = ("pong", "pong-deterministic")
 
 
 def sweep_figures(sweep: Path) -> dict[str, dict[int, list[float | None]]]:
@@ -43,7 +47,7 @@ def sweep_figures(sweep: Path) -> dict[str, dict[int, list[float | None]]]:
         if record["task"] == "cartpole":
             figures["cartpole"][record["workers"]].append(
                 record["env_steps_to_target"] if record["reached"] else None)
-        elif record["task"] == "breakout":
+        elif record["task"] == "breakout" and record["final_env_steps"] >= BREAKOUT_FRAMES:
             figures["breakout"][record["workers"]].append(record["final_mean_return_100"])
     return figures
 
@@ -54,20 +58,27 @@ def pong_figures(paths: list[Path]) -> dict[int, list[float | None]]:
     for path in paths:
         if (path / "results.json").exists():
             for record in json.loads((path / "results.json").read_text())["records"]:
-                if record["exit_code"] == 0:
+                if (record["task"] in PONG_TASKS and record["target"] == PONG_TARGET
+                        and record["exit_code"] == 0):
                     figures[record["workers"]].append(record["frames_to_target"])
             continue
         summary = json.loads((path / "summary.json").read_text())
+        if summary["target_return"] != PONG_TARGET:
+            raise ValueError(f"{path}: a run to {summary['target_return']}, not to 18")
         workers = sum(name.startswith("worker_") for name in summary["task_exit_codes"])
-        reached = summary["solved"] and summary["target_return"] == PONG_TARGET
-        figures[workers].append(summary["frames"] if reached else None)
+        if summary["solved"]:
+            figures[workers].append(summary["frames"])
+        elif summary["exit_code"] == 0:  # its budget spent short of 18
+            figures[workers].append(None)
+        # else cut off short of 18 (interrupted, failed): not a figure
     return figures
 
 
-def _median(values: list[float | None]) -> float | None:
+def _median(values: list[float | None], lower_is_better: bool) -> float | None:
     """The median of the seeds, a seed short of the target counting as the worst; None if
     the median falls on one."""
-    ordered = sorted(values, key=lambda v: (v is None, v or 0.0))
+    worst = math.inf if lower_is_better else -math.inf
+    ordered = sorted(values, key=lambda v: worst if v is None else v)
     middle = ordered[(len(ordered) - 1) // 2:len(ordered) // 2 + 1]
     return None if None in middle else statistics.mean(middle)
 
@@ -76,11 +87,11 @@ def table(figures: dict[str, dict[int, list]]) -> str:
     """The README's table: a row per task and worker count, each seed's figure and the
     median."""
     lines = ["| task | workers | seeds | each seed | median |", "|---|---:|---:|---|---:|"]
-    for task, (what, form, unit, _) in MEASURES.items():
+    for task, (what, form, unit, _, lower) in MEASURES.items():
         for workers in sorted(figures.get(task, {})):
             values = figures[task][workers]
             reads = [form.format(v / unit) if v is not None else "not reached" for v in values]
-            median = _median(values)
+            median = _median(values, lower)
             lines.append(f"| {what} | {workers} | {len(values)} | {', '.join(reads)} | "
                          f"{form.format(median / unit) if median is not None else '-'} |")
     return "\n".join(lines) + "\n"
@@ -95,12 +106,12 @@ def plot(figures: dict[str, dict[int, list]], out: Path) -> None:
 
     fig, axes = plt.subplots(1, len(MEASURES), figsize=(14, 4))
     counts = sorted({w for by_workers in figures.values() for w in by_workers})
-    for ax, (task, (what, _, unit, axis)) in zip(axes, MEASURES.items()):
+    for ax, (task, (what, _, unit, axis, lower)) in zip(axes, MEASURES.items()):
         by_workers = figures.get(task, {})
         for workers, values in sorted(by_workers.items()):
             reached = [v / unit for v in values if v is not None]
             ax.plot([workers] * len(reached), reached, "o", color="0.6", markersize=4)
-        medians = [(w, _median(v)) for w, v in sorted(by_workers.items())]
+        medians = [(w, _median(v, lower)) for w, v in sorted(by_workers.items())]
         medians = [(w, m / unit) for w, m in medians if m is not None]
         if medians:
             ax.plot(*zip(*medians), "-o", label=f"{task}: median")
@@ -126,7 +137,11 @@ def main(argv: list[str]) -> int:
     if len(argv) < 1:
         print("usage: against_workers.py SWEEP_DIR PONG_RECORD...", file=sys.stderr)
         return 2
-    figures = figures_of(Path(argv[0]), [Path(p) for p in argv[1:]])
+    try:
+        figures = figures_of(Path(argv[0]), [Path(p) for p in argv[1:]])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"against_workers.py: cannot read the records: {error}", file=sys.stderr)
+        return 2
     text = table(figures)
     (HERE / "against-workers.md").write_text(text)
     plot(figures, HERE / "against-workers.png")

@@ -8,10 +8,11 @@ gymnasium==1.4.0 mujoco==3.3.7, the project's own versions of the last two).
 
 Writes OUT_DIR/progress.jsonl: every 10,000 env steps the minutes and the mean return of the
 last 100 episodes (SB3's Monitor under VecNormalize: raw rewards), as a3c_graph's progress
-files do; then OUT_DIR/evaluation.json: the final model's mean action over 30 whole
-episodes with the observation statistics frozen, as rl-zoo evaluates these tasks and as
-a3c_graph.evaluate does (episode seeds 12345 + i). Short runs (about 20 minutes), so no
-resume: a run cut off is started again.
+files do; then OUT_DIR/evaluation.json: the final model's mean action (as rl-zoo evaluates
+these tasks) over 30 whole episodes with the observation statistics frozen, the episodes of
+a3c_graph.evaluate's records (seeds 12345 + i; rl-zoo's benchmark plays 150,000 steps).
+Short runs, so no resume: a run cut off is started again (its progress file anew). The
+tasks rl-zoo's a2c.yml gives SB3's defaults (gamma 0.99) only.
 """
 
 import argparse
@@ -41,7 +42,7 @@ class Progress(BaseCallback):
             episodes = [info["r"] for info in self.model.ep_info_buffer]
             row = {"env_steps": self.num_timesteps,
                    "minutes": round((time.time() - self.start) / 60, 2),
-                   "episodes": len(episodes),
+                   "episodes_in_mean": len(episodes),
                    "mean_return_100": round(float(np.mean(episodes)), 2) if episodes else None,
                    "log_std": [round(float(x), 3)
                                for x in self.model.policy.log_std.detach().numpy()]}
@@ -71,13 +72,15 @@ def evaluate(model: A2C, normalize: VecNormalize, env_id: str, episodes: int) ->
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
-    parser.add_argument("--env", default="HalfCheetah-v5")
+    parser.add_argument("--env", default="HalfCheetah-v5",
+                        choices=["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5"])
     parser.add_argument("--steps", type=float, default=1e6)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--episodes", type=int, default=30)
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "progress.jsonl").unlink(missing_ok=True)
     torch.set_num_threads(1)
     env = VecNormalize(make_vec_env(args.env, n_envs=1, seed=args.seed), gamma=0.99)
     model = A2C("MlpPolicy", env, seed=args.seed, device="cpu")
