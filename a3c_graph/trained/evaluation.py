@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=12345,
                         help="Seed of the evaluation: episode i's env is seeded SEED + i and "
                              "--sample's actions come from a stream seeded by it, so the same "
-                             "seed plays the same episodes (default: 12345).")
+                             "seed plays the same episodes on the same machine and version "
+                             "(default: 12345).")
     parser.add_argument("--sample", action="store_true",
                         help="Sample actions from the policy instead of taking the most likely.")
     parser.add_argument("--record", action="store_true",

@@ -163,3 +163,17 @@ def test_evaluate_goes_on_with_whole_episodes_until_the_agent_steps_asked_for(tm
     assert sum(lengths) >= asked and sum(lengths[:-1]) < asked
     assert lines[0].startswith("episode 1/2: ")
     assert lines[2].startswith(f"episode 3 (to {asked:,} steps): ")
+
+
+def test_a_sampled_evaluation_of_one_episode_at_a_time_replays_with_its_seed(tmp_path, capsys):
+    from a3c_graph.trained import evaluation
+
+    logdir = tmp_path / "run"
+    untrained_run(logdir)  # CartPole: an untrained policy's sampled episodes vary in length
+
+    def lengths(seed: str) -> list[int]:
+        assert evaluation.main(["--logdir", str(logdir), "--episodes", "5", "--sample",
+                                "--seed", seed]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])["frames"]
+
+    assert lengths("3") == lengths("3")
