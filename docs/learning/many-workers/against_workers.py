@@ -1,14 +1,16 @@
 """Data efficiency against workers, as the A3C paper sets it against its threads: the
 README's table and against-workers.png, from committed records only.
 
-    python docs/learning/many-workers/against_workers.py SWEEP_DIR PONG_RECORD...
+    python docs/learning/many-workers/against_workers.py [SWEEP_DIR PONG_RECORD...]
 
 SWEEP_DIR: a learning suite's output (results.json) of the cartpole and breakout tasks over
 worker counts (`python -m benchmarks.learning --tasks cartpole,breakout --workers 1,2,4,8,16
 --seeds 3`). PONG_RECORD: a learning suite's output of Pong runs (results.json; its records
 carry their worker count) or one run's record dir from scripts/launch_cluster.sh
 (summary.json, whose tasks give the worker count): frames to a mean return(100) of 18.
-Writes against-workers.md and against-workers.png beside this script; prints the table.
+Without arguments, the committed records the README's table comes from (SWEEP, PONG_RECORDS
+below; a test checks the README against them). Writes against-workers.md and
+against-workers.png beside this script; prints the table.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ MEASURES = {
 }
 BREAKOUT_FRAMES = 5_000_000
 PONG_TASKS = ("pong", "pong-deterministic")
+
+# The README's table: the sweep over worker counts, 2 workers' Pong seeds, 16 workers' Pong
+# seeds on the gradient pool.
+SWEEP = HERE / "sweep"
+PONG_RECORDS = [HERE.parent / "pong-deterministic" / "2026-11-26-8x20",
+                HERE / "pong-16-workers-pool", HERE / "pong-16-workers-pool-seed1"]
 
 
 def sweep_figures(sweep: Path) -> dict[str, dict[int, list[float | None]]]:
@@ -134,11 +142,9 @@ def figures_of(sweep: Path, pong: list[Path]) -> dict[str, dict[int, list]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 1:
-        print("usage: against_workers.py SWEEP_DIR PONG_RECORD...", file=sys.stderr)
-        return 2
+    sweep, pong = (Path(argv[0]), [Path(p) for p in argv[1:]]) if argv else (SWEEP, PONG_RECORDS)
     try:
-        figures = figures_of(Path(argv[0]), [Path(p) for p in argv[1:]])
+        figures = figures_of(sweep, pong)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"against_workers.py: cannot read the records: {error}", file=sys.stderr)
         return 2
