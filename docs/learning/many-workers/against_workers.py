@@ -42,7 +42,8 @@ PONG_TASKS = ("pong", "pong-deterministic")
 # seeds on the gradient pool.
 SWEEP = HERE / "sweep"
 PONG_RECORDS = [HERE.parent / "pong-deterministic" / "2026-11-26-8x20",
-                HERE / "pong-16-workers-pool", HERE / "pong-16-workers-pool-seed1"]
+                HERE / "pong-16-workers-pool", HERE / "pong-16-workers-pool-seed1",
+                HERE / "pong-16-workers-pool-seed2"]
 
 
 def sweep_figures(sweep: Path) -> dict[str, dict[int, list[float | None]]]:
