@@ -39,7 +39,7 @@ to are lag_apply global updates newer than the weights that acted: about (queue_
 
 The lag is counted in the updates applied to the globals, and it grows with the workers
 whatever each update holds: 16 workers of one env each (the atari preset spread over them)
-made updates of 20 samples 32-35 updates stale, whose gradients were 1.5-4 times the norm
+made updates of 20 samples 32-35 updates stale, whose gradients were 1.1-4 times the norm
 of the same updates 4-6 stale (2 workers of one env). So where the preset's envs are spread
 over more workers, their smaller rollouts are pooled on the ps into updates of the preset's
 size (GradientPool): as many samples an update as 2 workers make, and about as many updates

@@ -5,6 +5,7 @@
     python docs/learning/many-workers/diagnosis.py curve RUN_LOGDIR NAME  # NAME.csv, progress
     python docs/learning/many-workers/diagnosis.py plot                   # diagnosis.png
     python docs/learning/many-workers/diagnosis.py per-frame              # per-frame.png
+    python docs/learning/many-workers/diagnosis.py plateau [RESULTS_JSON...]  # plateau.png
 
 The runs' log dirs are not kept; their worker 0 series are, as the CSVs beside this file
 (runs.md says what each ran).
@@ -135,6 +136,63 @@ def plot() -> None:
     fig.savefig(HERE / "diagnosis.png", dpi=90)
 
 
+# Two workers' Pong seeds read for the plateau below 18: before the fix and on the agent as
+# it stands (learning suite records: their curves carry the entropy).
+PLATEAU = [TWO_WORKERS, HERE / "pong-2-workers-seeds-1-2" / "results.json"]
+PLATEAU_LABELS = {"2026-11-26-8x20": "before the fix (2026-11-26)",
+                  "pong-2-workers-seeds-1-2": "the agent as it stands (2026-11-30)"}
+BAND = 4e6  # frames
+
+
+def plateau(paths: list[Path]) -> None:
+    """Per seed, the medians of the mean return(100) and of the entropy over each 4M frames
+    (printed as a markdown table), and plateau.png: both against frames."""
+    import json
+    import statistics
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
+    print("| run, seed | " + " | ".join(f"{b:.0f}-{b + 4:.0f}M" for b in range(0, 40, 4))
+          + " | final checkpoint: greedy / sampled |")
+    print("|---|" + "---|" * 11)
+    for path in paths:
+        for record in json.loads(path.read_text())["records"]:
+            curve = record["curve"]
+            points = [(f, r, e) for f, r, e in zip(curve["frames"], curve["mean_return"],
+                                                    curve["entropy"])
+                      if r is not None and e is not None]
+            cells = []
+            for start in range(0, 40_000_000, int(BAND)):
+                band = [(r, e) for f, r, e in points if start <= f < start + BAND]
+                cells.append(f"{statistics.median(r for r, _ in band):.1f}, "
+                             f"{statistics.median(e for _, e in band):.2f}" if band else "-")
+            evaluation = record.get("evaluation") or {}
+            scores = " / ".join(f"{evaluation[k]['mean_return']:.1f}" if k in evaluation
+                                else "-" for k in ("greedy", "sampled"))
+            run = PLATEAU_LABELS.get(path.parent.name, path.parent.name)
+            label = f"{run}, seed {record['seed']}"
+            print(f"| {label} | " + " | ".join(cells) + f" | {scores} |")
+            frames = [f / 1e6 for f, _, _ in points]
+            line, = top.plot(frames, [r for _, r, _ in points], lw=0.8, label=label)
+            bottom.plot(frames, [e for _, _, e in points], lw=0.8, color=line.get_color())
+    top.axhline(18, color="0.4", ls="--", lw=0.8)
+    top.set_ylim(0, 21)
+    top.set_ylabel("mean return(100)")
+    top.legend(fontsize=7, loc="lower right")
+    bottom.set_ylabel("policy entropy (nats; ln 6 = 1.79)")
+    bottom.set_ylim(1.4, 1.8)
+    bottom.set_xlabel("frames (millions)")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    fig.suptitle("Pong, 2 workers: the plateau below 18 and the entropy that rises on it")
+    fig.tight_layout()
+    fig.savefig(HERE / "plateau.png", dpi=90)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "csv":
         to_csv(Path(sys.argv[2]), sys.argv[3])
@@ -142,5 +200,7 @@ if __name__ == "__main__":
         to_curve(Path(sys.argv[2]), sys.argv[3])
     elif sys.argv[1] == "per-frame":
         plot_per_frame()
+    elif sys.argv[1] == "plateau":
+        plateau([Path(p) for p in sys.argv[2:]] or [p for p in PLATEAU if p.exists()])
     else:
         plot()
