@@ -141,7 +141,8 @@ def plot() -> None:
 PLATEAU = [TWO_WORKERS, HERE / "pong-2-workers-seeds-1-2" / "results.json"]
 PLATEAU_LABELS = {"2026-11-26-8x20": "before the fix (2026-11-26)",
                   "pong-2-workers-seeds-1-2": "the agent as it stands (2026-11-30)"}
-BAND = 4e6  # frames
+BAND = 4_000_000  # frames
+BUDGET = 40_000_000  # frames: the atari preset's 10M agent steps
 
 
 def plateau(paths: list[Path]) -> None:
@@ -156,9 +157,10 @@ def plateau(paths: list[Path]) -> None:
     import matplotlib.pyplot as plt
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True)
-    print("| run, seed | " + " | ".join(f"{b:.0f}-{b + 4:.0f}M" for b in range(0, 40, 4))
+    starts = range(0, BUDGET, BAND)
+    print("| run, seed | " + " | ".join(f"{b // 10**6}-{(b + BAND) // 10**6}M" for b in starts)
           + " | final checkpoint: greedy / sampled |")
-    print("|---|" + "---|" * 11)
+    print("|---|" + "---|" * (len(starts) + 1))
     for path in paths:
         for record in json.loads(path.read_text())["records"]:
             curve = record["curve"]
@@ -166,7 +168,7 @@ def plateau(paths: list[Path]) -> None:
                                                     curve["entropy"])
                       if r is not None and e is not None]
             cells = []
-            for start in range(0, 40_000_000, int(BAND)):
+            for start in starts:
                 band = [(r, e) for f, r, e in points if start <= f < start + BAND]
                 cells.append(f"{statistics.median(r for r, _ in band):.1f}, "
                              f"{statistics.median(e for _, e in band):.2f}" if band else "-")
