@@ -158,6 +158,12 @@ class A3CConfig:
     rmsprop_epsilon: float = _f(1e-5, "RMSProp epsilon with --optimizer rmsprop or "
                                 "rmsprop-pytorch (rl-baselines3-zoo's A2C: 1e-5).")
     entropy_coef: float = _f(0.01, "Weight of the entropy bonus.")
+    anneal_entropy: bool = _f(
+        False, "Anneal the entropy bonus's weight linearly from --entropy-coef to 0 over "
+        "--max-steps env steps of the cluster, as --anneal-learning-rate the rate: a "
+        "constant bonus holds a policy that has learned the task as random as its return "
+        "allows, which on Pong keeps the sampled return at 16-17.5 where greedy play "
+        "scores 20 (docs/learning.md, 'Many workers').")
     value_coef: float = _f(0.5, "Weight of the value loss.")
     grad_clip_norm: float = _f(
         40.0, "The global norm an update's gradient is clipped to before it is applied; a "
@@ -252,6 +258,13 @@ class A3CConfig:
         if not self.anneal_learning_rate:
             return self.learning_rate
         return self.learning_rate * max(0.0, 1.0 - env_steps / self.max_steps)
+
+    def entropy_coef_at(self, env_steps: int) -> float:
+        """The entropy bonus's weight in an update made after `env_steps` env steps of the
+        cluster: the TF2 variants' (the graph worker's: core/learner.entropy_coef_now)."""
+        if not self.anneal_entropy:
+            return self.entropy_coef
+        return self.entropy_coef * max(0.0, 1.0 - env_steps / self.max_steps)
 
     def tolerated_lag(self) -> float:
         """The policy lag up to which an update applies at the full rate: --lag-tolerance,

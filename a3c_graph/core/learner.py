@@ -21,10 +21,12 @@ from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.normalization import scaled_rewards
 
 
-def learner_loss(network, rollout: dict, config: A3CConfig, return_std=None):
+def learner_loss(network, rollout: dict, config: A3CConfig, return_std=None,
+                 entropy_coef=None):
     """A3C loss of one rollout on `network`, and the parts worth logging
     (policy_loss, value_loss, entropy). return_std: with --normalize-rewards, the discounted
-    return's standard deviation the rewards are scaled by (a scalar tensor)."""
+    return's standard deviation the rewards are scaled by (a scalar tensor). entropy_coef:
+    the entropy bonus's weight now (entropy_coef_now), config.entropy_coef if None."""
     T, B = rollout["rewards"].shape.as_list()
     policy, values, next_values = network.learner_outputs(rollout)
     to_tb = lambda x: tf.reshape(x, [T, B])  # noqa: E731
@@ -44,7 +46,8 @@ def learner_loss(network, rollout: dict, config: A3CConfig, return_std=None):
     total, parts = losses.a3c_loss(
         policy, tf.reshape(actions, [T * B, *actions.shape.as_list()[2:]]), values,
         tf.reshape(policy_advantages, [-1]), tf.reshape(returns, [-1]),
-        config.entropy_coef, config.value_coef, network.distribution)
+        config.entropy_coef if entropy_coef is None else entropy_coef, config.value_coef,
+        network.distribution)
     return total, parts
 
 
@@ -59,12 +62,13 @@ class LearnerUpdate:
     gradients: list  # clipped, zero where not is_finite; one per variable
 
 
-def learner_update(network, rollout: dict, config: A3CConfig,
-                   return_std=None) -> LearnerUpdate:
+def learner_update(network, rollout: dict, config: A3CConfig, return_std=None,
+                   entropy_coef=None) -> LearnerUpdate:
     """The gradients of the A3C loss of `rollout` on `network` as it is now (for a worker,
     the weights that acted the rollout: distributed/worker_graph.py's docstring explains the
-    policy lag), clipped at A3CConfig.rollout_clip_norm; return_std as learner_loss's."""
-    loss, parts = learner_loss(network, rollout, config, return_std)
+    policy lag), clipped at A3CConfig.rollout_clip_norm; return_std and entropy_coef as
+    learner_loss's."""
+    loss, parts = learner_loss(network, rollout, config, return_std, entropy_coef)
     gradients = tf.gradients(loss, network.variables)
     clipped, grad_norm = tf.clip_by_global_norm(gradients, config.rollout_clip_norm())
     # A NaN/inf loss (NaN observations or rewards, a diverged network) must not reach the
@@ -82,6 +86,14 @@ def learning_rate_scale(env_steps, max_steps: int):
     env_steps: an int64 scalar variable of the cluster's env steps -> float32 scalar."""
     done = tf.cast(env_steps.read_value(), tf.float64) / float(max_steps)
     return tf.cast(tf.maximum(1.0 - done, 0.0), tf.float32)
+
+
+def entropy_coef_now(config: A3CConfig, env_steps_seen):
+    """The entropy bonus's weight in this update: A3CConfig.entropy_coef_at in the graph, of
+    the cluster's env steps as this worker last read them (as learning_rate_now)."""
+    if not config.anneal_entropy:
+        return config.entropy_coef
+    return config.entropy_coef * learning_rate_scale(env_steps_seen, config.max_steps)
 
 
 def staleness_scale(policy_lag, tolerated_lag: float):

@@ -62,7 +62,13 @@ import tensorflow as tf
 
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
-from a3c_graph.core.learner import LearnerUpdate, build_optimizer, learner_update, learning_rate_now
+from a3c_graph.core.learner import (
+    LearnerUpdate,
+    build_optimizer,
+    entropy_coef_now,
+    learner_update,
+    learning_rate_now,
+)
 from a3c_graph.core.model import assign_op, build_network, network_on_weights, rollout_sampler
 from a3c_graph.core.normalization import (
     RETURN_SCOPE,
@@ -382,9 +388,10 @@ def build_learner(rollout: dict, config: A3CConfig, info: EnvInfo,
                                    config, "learner_network",
                                    observation_scale=scale_in(rollout))
         return_std = None if local.return_scale is None else local.return_scale.read().std[0]
-        update = learner_update(acted, rollout, config, return_std)
-        returns, lengths = finished_episodes(rollout)
         env_steps_seen = local_counter("env_steps_seen")
+        update = learner_update(acted, rollout, config, return_std,
+                                entropy_coef_now(config, env_steps_seen))
+        returns, lengths = finished_episodes(rollout)
         copy_version = tf.identity(local.version.read_value(), name="copy_version")
         others_since_refresh = local_counter("others_since_refresh")
         policy_lag = copy_version - rollout[ACTING_VERSION] + others_since_refresh.read_value()

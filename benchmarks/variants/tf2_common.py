@@ -58,6 +58,9 @@ ACTING_SCALE = ROLLOUT_FIELDS
 # With --normalize-rewards, the discounted return's standard deviation the worker's copy held
 # as it computed the update (the graph worker's local return scale).
 RETURN_STD = "return_std"
+# With --anneal-entropy, the entropy bonus's weight at the cluster's env steps as the worker
+# last read them (the graph worker's entropy_coef_now).
+ENTROPY_COEF = "entropy_coef"
 
 
 def configure_tensorflow(config: A3CConfig) -> str:
@@ -262,13 +265,16 @@ def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
     ACTING_WEIGHTS, through `on_weights`: network_on), in FlatWeights order, as the graph
     worker computes them (worker_graph.py's docstring: the policy lag); with
     --normalize-observations, on the observations standardized by its ACTING_SCALE (obs_dim:
-    their size); with --normalize-rewards, on the rewards scaled by its RETURN_STD.
+    their size); with --normalize-rewards, on the rewards scaled by its RETURN_STD; with
+    --anneal-entropy, with the entropy bonus weighted by its ENTROPY_COEF.
     """
     signature = {**learner_signature(fields), ACTING_WEIGHTS: weights.spec}
     if config.normalize_observations:
         signature.update({key: tf.TensorSpec([obs_dim], tf.float32) for key in ACTING_SCALE})
     if config.normalize_rewards:
         signature[RETURN_STD] = tf.TensorSpec([], tf.float32)
+    if config.anneal_entropy:
+        signature[ENTROPY_COEF] = tf.TensorSpec([], tf.float32)
 
     @tf.function(input_signature=[signature])
     def gradients_of(rollout):
@@ -276,7 +282,8 @@ def make_gradient_function(weights: FlatWeights, on_weights, config: A3CConfig,
         with tf.GradientTape() as tape:
             tape.watch(acting_weights)
             loss, parts = learner_loss(on_weights(acting_weights, scale_in(rollout)),
-                                       rollout, config, rollout.get(RETURN_STD))
+                                       rollout, config, rollout.get(RETURN_STD),
+                                       rollout.get(ENTROPY_COEF))
         gradients = tape.gradient(loss, acting_weights)
         clipped, grad_norm = tf.clip_by_global_norm(gradients, config.rollout_clip_norm())
         finished = tf.boolean_mask(rollout["episode_returns"],

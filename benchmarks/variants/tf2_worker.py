@@ -66,6 +66,9 @@ class TF2Worker:
                             discount=config.return_discount())
             for k in range(config.actor_threads)]
         info = self.recorders[0].envs.info
+        # The cluster's env steps as the holder last reported them: the entropy bonus's anneal.
+        self.env_steps_seen = 0
+        self.config = config
         with tf.device(device):
             self.model = tf2_common.build_model(info, config)
             self.weights = tf2_common.FlatWeights(self.model.variables)
@@ -116,6 +119,7 @@ class TF2Worker:
 
     def adopt(self, reply: Reply) -> None:
         """set_weights from the holder's reply after its update number global_step."""
+        self.env_steps_seen = int(reply.stats["env_steps"])
         self.set_weights(reply.weights, reply.stats["global_step"], reply.scale,
                          reply.return_std)
 
@@ -161,6 +165,9 @@ class TF2Worker:
         inputs = {key: rollout[key] for key in self.learner_keys}
         if self.return_std is not None:
             inputs[tf2_common.RETURN_STD] = self.return_std.read_value()
+        if self.config.anneal_entropy:
+            inputs[tf2_common.ENTROPY_COEF] = tf.constant(
+                self.config.entropy_coef_at(self.env_steps_seen), tf.float32)
         with tf.device(self.device):
             gradients, finished, parts = self.gradients_of(inputs)
             sums = (None if self.scale is None

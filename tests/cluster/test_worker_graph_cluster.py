@@ -224,6 +224,29 @@ def test_a_stale_rollouts_gradient_is_its_acting_weights_and_applies_at_a_scaled
     assert got["fetched"]["learning_rate"] == pytest.approx(learning_rate)
 
 
+def test_with_anneal_entropy_the_gradient_weights_the_entropy_by_the_budget_left(in_cluster):
+    """--anneal-entropy through build_worker_graph and a real ps task: at 750 of 1,000 env
+    steps the update's gradient (Adam's first moment, 0.1 x it) is the NumPy loss's with the
+    entropy bonus at a quarter of --entropy-coef, not its full weight. The weight 1 makes
+    the bonus's share of the gradient large enough to tell the two apart."""
+    config = dataclasses.replace(UPDATE_CONFIG, entropy_coef=1.0, anneal_entropy=True,
+                                 grad_clip_norm=1e6)
+    rollout, weights = queued_rollout(seed=4), network_weights(seed=5)
+    got = in_cluster("tests.cluster.test_worker_graph_cluster:one_update", num_ps=1,
+                     config=config, rollout=rollout, weights=weights,
+                     env_steps=ENV_STEPS_BEFORE)
+    left = 1 - ENV_STEPS_BEFORE / config.max_steps
+    annealed, constant = (ground_truth.mlp_semi_gradient(
+        weights, rollout, dataclasses.replace(config, entropy_coef=coef, anneal_entropy=False))
+        for coef in (config.entropy_coef * left, config.entropy_coef))
+    apart = max(np.abs(annealed[name] - constant[name]).max() for name in weights)
+    assert apart > 1e-2, apart
+    for name in weights:
+        got_m, _ = slots_of(got["globals"], f"global/{name}")
+        np.testing.assert_allclose(got_m, 0.1 * annealed[name], rtol=2e-3, atol=1e-6,
+                                   err_msg=name)
+
+
 def test_pooled_rollouts_apply_once_the_mean_of_their_gradients_each_clipped_at_sqrt_k(
         in_cluster):
     """--rollouts-per-update 2 through 2 real ps tasks: the first rollout leaves every global

@@ -338,6 +338,35 @@ def test_a_tf2_worker_honours_actor_threads_and_queue_capacity():
     assert result.task == 1 and np.isfinite(result.entropy)
 
 
+def test_a_tf2_worker_anneals_the_entropy_bonus_by_the_env_steps_the_holder_reported():
+    """--anneal-entropy in the TF2 variants: after a reply at 750 of 1,000 env steps, a
+    worker's gradient of a rollout is that of a worker whose constant bonus is a quarter of
+    --entropy-coef, and apart from the full bonus's (the graph worker's
+    entropy_coef_now, through A3CConfig.entropy_coef_at)."""
+    from benchmarks.variants import tf2_common, tf2_worker
+
+    base = A3CConfig(envs_per_worker=2, rollout_length=5, hidden_sizes=(8, 6), seed=3,
+                     max_steps=1000, entropy_coef=1.0, grad_clip_norm=1e6)
+    configs = {"annealed": dataclasses.replace(base, anneal_entropy=True),
+               "quarter": dataclasses.replace(base, entropy_coef=0.25), "full": base}
+    workers = {name: tf2_worker.TF2Worker(config, task=0, device="/CPU:0")
+               for name, config in configs.items()}
+    try:
+        first = workers["annealed"]
+        start = np.random.default_rng(0).normal(0, 0.3, first.weights.size).astype(np.float32)
+        reply = tf2_common.Reply(start, {"global_step": 0, "env_steps": 750}, None, None, None)
+        for worker in workers.values():
+            worker.adopt(reply)
+        first.start_actors()
+        rollout = next(r for r in (first.next_rollout() for _ in range(40)) if r is not None)
+    finally:
+        for worker in workers.values():
+            worker.stop()
+    got = {name: worker.learn(rollout).gradients for name, worker in workers.items()}
+    np.testing.assert_allclose(got["annealed"], got["quarter"], rtol=1e-4, atol=1e-7)
+    assert np.abs(got["annealed"] - got["full"]).max() > 1e-3
+
+
 def test_flat_weights_read_and_assign_every_variable_in_order():
     from benchmarks.variants import tf2_common
 

@@ -189,6 +189,18 @@ MUTATIONS = [
              "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the optimizer's learning rate not annealed"),
+    Mutation("entropy-not-annealed", "a3c_graph/core/learner.py",
+             "return config.entropy_coef * learning_rate_scale(env_steps_seen, config.max_steps)",
+             "return config.entropy_coef",
+             "tests/cluster/test_worker_graph_cluster.py::test_with_anneal_entropy_the_gradient_"
+             "weights_the_entropy_by_the_budget_left",
+             "--anneal-entropy's bonus left at its full weight to the end of the budget"),
+    Mutation("entropy-anneal-not-given", "a3c_graph/distributed/worker_graph.py",
+             "                                entropy_coef_now(config, env_steps_seen))",
+             "                                None)",
+             "tests/cluster/test_worker_graph_cluster.py::test_with_anneal_entropy_the_gradient_"
+             "weights_the_entropy_by_the_budget_left",
+             "the worker's loss not given the annealed entropy weight"),
     Mutation("nonfinite-rate", "a3c_graph/core/learner.py",
              "learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)",
              "learning_rate = config.learning_rate + 0.0 * tf.cast(is_finite, tf.float32)",

@@ -232,6 +232,39 @@ def test_the_learning_rate_op_anneals_linearly_over_max_steps(anneal, env_steps,
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("anneal, env_steps, left", [
+    (True, 250, 0.75), (True, 1000, 0.0), (True, 4000, 0.0), (False, 750, 1.0)])
+def test_the_entropy_bonus_anneals_with_the_budget_under_anneal_entropy(anneal, env_steps,
+                                                                        left):
+    """learner.entropy_coef_now, the weight the worker's loss gives the entropy bonus: with
+    --anneal-entropy, --entropy-coef x (1 - env steps / --max-steps), 0 past the budget; the
+    loss with it is the NumPy loss with the entropy bonus weighted so (and the TF2 variants'
+    A3CConfig.entropy_coef_at gives the same weight)."""
+    config = dataclasses.replace(CONFIG, entropy_coef=0.5, max_steps=1000,
+                                 anneal_entropy=anneal)
+    rollout = hand_made_rollout()
+    with tf.Graph().as_default():
+        network = ActorCriticMLP((OBS_DIM,), NUM_ACTIONS, config.hidden_sizes, "net")
+        seen = tf1.get_variable("seen", [], tf.int64, initializer=tf1.constant_initializer(
+            env_steps))
+        total, _ = learner.learner_loss(
+            network, {key: tf.constant(value) for key, value in rollout.items()}, config,
+            entropy_coef=learner.entropy_coef_now(config, seen))
+        weights = random_weights(network, 1)
+        with tf1.Session() as session:
+            session.run([seen.initializer] + [v.assign(weights[name_in_scope(v)])
+                                              for v in network.variables])
+            got = session.run(total)
+    want = ground_truth.mlp_loss(weights, rollout, dataclasses.replace(
+        config, entropy_coef=0.5 * left, anneal_entropy=False))
+    full = ground_truth.mlp_loss(weights, rollout, dataclasses.replace(config,
+                                                                       anneal_entropy=False))
+    np.testing.assert_allclose(got, want["total"], rtol=2e-5, atol=1e-6)
+    if left < 1.0:
+        assert abs(want["total"] - full["total"]) > 1e-3
+    assert config.entropy_coef_at(env_steps) == pytest.approx(0.5 * left)
+
+
 @pytest.mark.parametrize("lag, tolerance, samples, want", [
     (0, 4.0, (8, 20), 0.01),   # the first update of a fresh cluster
     (4, 4.0, (8, 20), 0.01),   # up to the tolerance: the full rate
