@@ -136,11 +136,13 @@ def plot() -> None:
     fig.savefig(HERE / "diagnosis.png", dpi=90)
 
 
-# Two workers' Pong seeds read for the plateau below 18: before the fix and on the agent as
-# it stands (learning suite records: their curves carry the entropy).
-PLATEAU = [TWO_WORKERS, HERE / "pong-2-workers-seeds-1-2" / "results.json"]
+# Two workers' Pong seeds read for the plateau below 18: before the fix, after it, and with
+# the entropy bonus annealed (learning suite records: their curves carry the entropy).
+PLATEAU = [TWO_WORKERS, HERE / "pong-2-workers-seeds-1-2" / "results.json",
+           HERE / "pong-2-workers-entropy-annealed" / "results.json"]
 PLATEAU_LABELS = {"2026-11-26-8x20": "before the fix (2026-11-26)",
-                  "pong-2-workers-seeds-1-2": "the agent as it stands (2026-11-30)"}
+                  "pong-2-workers-seeds-1-2": "after the fix (2026-11-30)",
+                  "pong-2-workers-entropy-annealed": "entropy annealed (2026-11-30)"}
 BAND = 4_000_000  # frames
 BUDGET = 40_000_000  # frames: the atari preset's 10M agent steps
 
@@ -186,11 +188,12 @@ def plateau(paths: list[Path]) -> None:
     top.set_ylabel("mean return(100)")
     top.legend(fontsize=7, loc="lower right")
     bottom.set_ylabel("policy entropy (nats; ln 6 = 1.79)")
-    bottom.set_ylim(1.4, 1.8)
+    bottom.set_ylim(top=1.8)
     bottom.set_xlabel("frames (millions)")
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
-    fig.suptitle("Pong, 2 workers: the plateau below 18 and the entropy that rises on it")
+    fig.suptitle("Pong, 2 workers: the plateau below 18, the entropy that rises on it, "
+                 "and the bonus annealed", fontsize=10)
     fig.tight_layout()
     fig.savefig(HERE / "plateau.png", dpi=90)
 

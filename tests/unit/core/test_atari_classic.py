@@ -42,7 +42,8 @@ def test_the_classic_protocol_is_one_flag_with_no_sticky_actions_and_40m_frames(
     assert (config.envs_per_worker, config.rollout_length, config.gae_lambda,
             config.queue_capacity) == (16, 5, 1.0, 1)
     assert (config.optimizer, config.learning_rate, config.rmsprop_epsilon,
-            config.anneal_learning_rate) == ("rmsprop", 7e-4, 1e-5, False)
+            config.anneal_learning_rate, config.anneal_entropy) == (
+        "rmsprop", 7e-4, 1e-5, False, False)
     # The value loss is 0.5 x MSE here: a coefficient of 0.5 is the zoo's 0.25 x MSE.
     assert (config.entropy_coef, config.value_coef, config.grad_clip_norm) == (0.01, 0.5, 0.5)
     assert config_to_argv(config) == ["--env=ALE/Breakout-v5", "--protocol=classic"]

@@ -190,6 +190,8 @@ def test_atari_preset_trains_each_protocol_for_its_own_budget():
     a3c = parse(["--env", "ALE/Pong-v5", "--repeat-action-probability", "0"])
     assert a3c.max_steps == 10_000_000
     assert a3c.learning_rate_at(5_000_000) == pytest.approx(a3c.learning_rate / 2)
+    # The entropy bonus anneals with the rate on the atari preset's protocols, from 0.01.
+    assert a3c.entropy_coef_at(5_000_000) == pytest.approx(0.005)
     given = parse(["--env", "ALE/Pong-v5", "--repeat-action-probability", "0",
                    "--max-steps", "12500000"])
     assert given.max_steps == 12_500_000  # a given budget is the user's
