@@ -139,7 +139,7 @@ def plot() -> None:
 # Two workers' Pong seeds read for the plateau below 18: before the fix, after it, and with
 # the entropy bonus annealed (learning suite records: their curves carry the entropy).
 PLATEAU = [TWO_WORKERS, HERE / "pong-2-workers-seeds-1-2" / "results.json",
-           HERE / "pong-2-workers-entropy-annealed" / "results.json"]
+           *sorted((HERE / "pong-2-workers-entropy-annealed").glob("seed-*/results.json"))]
 PLATEAU_LABELS = {"2026-11-26-8x20": "before the fix (2026-11-26)",
                   "pong-2-workers-seeds-1-2": "after the fix (2026-11-30)",
                   "pong-2-workers-entropy-annealed": "entropy annealed (2026-11-30)"}
@@ -177,7 +177,8 @@ def plateau(paths: list[Path]) -> None:
             evaluation = record.get("evaluation") or {}
             scores = " / ".join(f"{evaluation[k]['mean_return']:.1f}" if k in evaluation
                                 else "-" for k in ("greedy", "sampled"))
-            run = PLATEAU_LABELS.get(path.parent.name, path.parent.name)
+            record_dir = path.parent.parent if path.parent.name.startswith("seed-") else path.parent
+            run = PLATEAU_LABELS.get(record_dir.name, record_dir.name)
             label = f"{run}, seed {record['seed']}"
             print(f"| {label} | " + " | ".join(cells) + f" | {scores} |")
             frames = [f / 1e6 for f, _, _ in points]
@@ -188,7 +189,7 @@ def plateau(paths: list[Path]) -> None:
     top.set_ylabel("mean return(100)")
     top.legend(fontsize=7, loc="lower right")
     bottom.set_ylabel("policy entropy (nats; ln 6 = 1.79)")
-    bottom.set_ylim(top=1.8)
+    bottom.set_ylim(1.35, 1.8)  # early dips to near 0 (before 8M frames) cut off
     bottom.set_xlabel("frames (millions)")
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
