@@ -443,8 +443,9 @@ ATARI_TARGET_RETURNS = {"Pong": 18.0}
 # the anchor its games are compared with, rl-baselines3-zoo's A2C (hyperparams/a2c.yml):
 # 84x84 frames, the Nature DQN network (32/64/64 filters of 8/4/3 at strides 4/2/1, valid
 # padding, ReLU, 512 units), 16 envs x 5 steps per update with 5-step returns, TF's RMSProp
-# at a constant 7e-4 with a constant entropy bonus of 0.01, and a queue of one rollout. On Breakout the A3C paper's network with
-# Adam annealed crawled (25 at 40M frames); on these settings seed 0 passed the zoo's own run
+# at a constant 7e-4 with a constant entropy bonus of 0.01, and a queue of one rollout. On
+# Breakout the A3C paper's network with Adam annealed crawled (25 at 40M frames); on these
+# settings seed 0 passed the zoo's own run
 # (358.6 at 40M frames against its 318.3; 287.5 sampled over 30 games, the zoo's 280)
 # (docs/learning.md, "The classic games").
 CLASSIC_PROTOCOL = {"repeat_action_probability": 0.0, "screen_size": 84,
