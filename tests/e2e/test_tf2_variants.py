@@ -245,8 +245,11 @@ def tf2_gradient_step(model, config: A3CConfig, info, rollout: dict):
     signature = tf2_common.learner_signature(fields)
     gradients_of = tf2_common.make_gradient_function(
         weights, tf2_common.network_on(info, config), config, fields)
-    flat, finished, parts = gradients_of({**{key: rollout[key] for key in signature},
-                                          tf2_common.ACTING_WEIGHTS: weights.read()})
+    inputs = {**{key: rollout[key] for key in signature},
+              tf2_common.ACTING_WEIGHTS: weights.read()}
+    if config.anneal_entropy:  # the atari preset's: at the start, the full --entropy-coef
+        inputs[tf2_common.ENTROPY_COEF] = np.float32(config.entropy_coef_at(0))
+    flat, finished, parts = gradients_of(inputs)
     done = rollout["terminated"] | rollout["truncated"]
     np.testing.assert_array_equal(finished.numpy(), rollout["episode_returns"][done])
     assert set(parts) >= {"loss", "grad_norm", "policy_loss", "value_loss", "entropy"}
