@@ -251,20 +251,26 @@ class A3CConfig:
     intra_op_threads: int = _f(1, "TF intra-op threads per task (0 lets TF choose).")
     inter_op_threads: int = _f(2, "TF inter-op threads per task (0 lets TF choose).")
 
+    def budget_left(self, env_steps: int) -> float:
+        """The share of --max-steps not yet spent after `env_steps` env steps of the
+        cluster, floored at 0: what an annealed setting is multiplied by (the graph
+        worker's: core/learner.budget_left)."""
+        return max(0.0, 1.0 - env_steps / self.max_steps)
+
     def learning_rate_at(self, env_steps: int) -> float:
         """The learning rate of an update made after `env_steps` env steps of the cluster:
         the TF2 variants' (the graph worker computes the same in its graph:
         core/learner.learning_rate_now)."""
         if not self.anneal_learning_rate:
             return self.learning_rate
-        return self.learning_rate * max(0.0, 1.0 - env_steps / self.max_steps)
+        return self.learning_rate * self.budget_left(env_steps)
 
     def entropy_coef_at(self, env_steps: int) -> float:
         """The entropy bonus's weight in an update made after `env_steps` env steps of the
         cluster: the TF2 variants' (the graph worker's: core/learner.entropy_coef_now)."""
         if not self.anneal_entropy:
             return self.entropy_coef
-        return self.entropy_coef * max(0.0, 1.0 - env_steps / self.max_steps)
+        return self.entropy_coef * self.budget_left(env_steps)
 
     def tolerated_lag(self) -> float:
         """The policy lag up to which an update applies at the full rate: --lag-tolerance,

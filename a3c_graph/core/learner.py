@@ -81,8 +81,8 @@ def learner_update(network, rollout: dict, config: A3CConfig, return_std=None,
     return LearnerUpdate(loss, grad_norm, parts, is_finite, clipped)
 
 
-def learning_rate_scale(env_steps, max_steps: int):
-    """1 - env_steps / max_steps, floored at 0: A3CConfig.learning_rate_at in the graph.
+def budget_left(env_steps, max_steps: int):
+    """1 - env_steps / max_steps, floored at 0: A3CConfig.budget_left in the graph.
     env_steps: an int64 scalar variable of the cluster's env steps -> float32 scalar."""
     done = tf.cast(env_steps.read_value(), tf.float64) / float(max_steps)
     return tf.cast(tf.maximum(1.0 - done, 0.0), tf.float32)
@@ -93,7 +93,7 @@ def entropy_coef_now(config: A3CConfig, env_steps_seen):
     the cluster's env steps as this worker last read them (as learning_rate_now)."""
     if not config.anneal_entropy:
         return config.entropy_coef
-    return config.entropy_coef * learning_rate_scale(env_steps_seen, config.max_steps)
+    return config.entropy_coef * budget_left(env_steps_seen, config.max_steps)
 
 
 def staleness_scale(policy_lag, tolerated_lag: float):
@@ -113,7 +113,7 @@ def learning_rate_now(config: A3CConfig, is_finite, env_steps_seen, policy_lag):
     A3CConfig.tolerated_lag (staleness_scale)."""
     learning_rate = config.learning_rate * tf.cast(is_finite, tf.float32)
     if config.anneal_learning_rate:
-        learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)
+        learning_rate *= budget_left(env_steps_seen, config.max_steps)
     return learning_rate * staleness_scale(policy_lag, config.tolerated_lag())
 
 

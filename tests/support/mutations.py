@@ -184,13 +184,13 @@ MUTATIONS = [
              "each_and_pools_them[argv5-15-1-8]",
              "15 workers each stepping the preset's 8 envs, set for 2 workers"),
     Mutation("anneal", "a3c_graph/core/learner.py",
-             "learning_rate *= learning_rate_scale(env_steps_seen, config.max_steps)",
+             "learning_rate *= budget_left(env_steps_seen, config.max_steps)",
              "learning_rate *= 1.0",
              "tests/cluster/test_worker_graph_cluster.py::test_one_update_moves_every_global_by_adams_step_of_its_own"
              "_gradient[1]",
              "the optimizer's learning rate not annealed"),
     Mutation("entropy-not-annealed", "a3c_graph/core/learner.py",
-             "return config.entropy_coef * learning_rate_scale(env_steps_seen, config.max_steps)",
+             "return config.entropy_coef * budget_left(env_steps_seen, config.max_steps)",
              "return config.entropy_coef",
              "tests/cluster/test_worker_graph_cluster.py::test_with_anneal_entropy_the_gradient_"
              "weights_the_entropy_by_the_budget_left",
