@@ -38,10 +38,11 @@ MEASURES = {
 BREAKOUT_FRAMES = 5_000_000
 PONG_TASKS = ("pong", "pong-deterministic")
 
-# The README's table: the sweep over worker counts, 2 workers' Pong seeds, 16 workers' Pong
-# seeds on the gradient pool.
+# The README's table: the sweep over worker counts; 2 workers' Pong seeds on the atari preset
+# (the entropy bonus annealed); 16 workers' Pong seeds on the gradient pool, made with the
+# preset's constant bonus before it was annealed (to be run again on the preset).
 SWEEP = HERE / "sweep"
-PONG_RECORDS = [HERE.parent / "pong-deterministic" / "2026-11-26-8x20",
+PONG_RECORDS = [*(HERE / "pong-2-workers-entropy-annealed" / f"seed-{seed}" for seed in range(3)),
                 HERE / "pong-16-workers-pool", HERE / "pong-16-workers-pool-seed1",
                 HERE / "pong-16-workers-pool-seed2"]
 
