@@ -135,11 +135,13 @@ def checkpointed_scale(config, obs_shape) -> tuple[ObservationScale | None, list
 
 
 def rollout_sums(observations) -> list:
-    """The count, sum and sum of squares [D] of observations [..., D] (float64); all zero
-    (nothing counted) if any observation is not finite, since one inf or NaN added to the
-    cluster's sums would make its scale NaN for good, checkpoints included."""
+    """The count, sum and sum of squares [D] of a rollout's observations [T, B, *obs_shape]
+    (float64), each observation flattened to its D = prod(obs_shape) entries as the mlp
+    torso sees it; all zero (nothing counted) if any observation is not finite, since one
+    inf or NaN added to the cluster's sums would make its scale NaN for good, checkpoints
+    included."""
     x = tf.cast(observations, tf.float64)
-    x = tf.reshape(x, [-1, x.shape[-1]])
+    x = tf.reshape(x, [-1, math.prod(x.shape[2:])])
     sums = [tf.cast(tf.shape(x)[0], tf.float64), tf.reduce_sum(x, axis=0),
             tf.reduce_sum(tf.square(x), axis=0)]
     finite = tf.reduce_all(tf.math.is_finite(x))

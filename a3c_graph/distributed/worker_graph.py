@@ -174,8 +174,10 @@ class Learner:
     rollout_steps: int
     env_steps_seen: tf.Variable  # the cluster's env steps as last read: the rate's anneal
     acting_version: tf.Tensor  # the global step the weights that acted the rollout were read at
-    copy_version: tf.Tensor | None = None  # the local copy's, when the rollout was learned
-    # The other workers' updates between this worker's last refresh and its last apply.
+    # The local copy's version when the rollout was learned, and the other workers' updates
+    # between this worker's last refresh and its last apply (the policy lag's estimate;
+    # None in the ps capacity benchmark's pusher, which learns nothing).
+    copy_version: tf.Tensor | None = None
     others_since_refresh: tf.Variable | None = None
     # --normalize-observations: the count, sum and sum of squares of the rollout's
     # observations, for the cluster's statistics; --normalize-rewards: of its discounted
@@ -209,9 +211,10 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         return count_on_ps(globals_, local, rollout, queue, spec.task, worker_device)
     with tf1.device(worker_device):
         learner = build_learner(rollout, config, info, local)
-    counters = exchange_with_ps(globals_, local, learner, spec.task, worker_device, config)
+    counters, own_updates = exchange_with_ps(globals_, local, learner, spec.task,
+                                             worker_device, config)
     with tf1.device(worker_device):
-        counters = note_for_next_update(learner, counters)
+        counters = note_for_next_update(learner, counters, own_updates)
         fetches = train_fetches(learner, counters, queue)
         local_init_op = build_sync(globals_, local, learner.env_steps_seen)
         state = optimizer_state(globals_, config)
@@ -279,17 +282,18 @@ class GradientPool:
 
         return tf.cond(counts, add_and_count, self.count.read_value, name="add")
 
-    def apply_when_full(self, count, counted, k: int, apply_mean) -> tf.Operation:
+    def apply_when_full(self, count, counted, k: int, apply_mean):
         """apply_mean(mean gradients) if this rollout `counted` and its `count` (add's)
         filled the pool, then the sums less what was applied; else nothing (a rollout left
-        out applies nothing, whatever the count it leaves)."""
+        out applies nothing, whatever the count it leaves). -> (the op, whether it filled
+        the pool: a bool tensor)."""
         def apply():
             pooled = [tf.identity(total.read_value()) for total in self.sums]
             with tf.control_dependencies([apply_mean([p / k for p in pooled])]):
                 return tf.group(*(total.assign_sub(p) for total, p in zip(self.sums, pooled)))
 
         filled = tf.logical_and(counted, tf.equal(tf.math.floormod(count, k), 0))
-        return tf.cond(filled, apply, tf.no_op, name="apply_when_full")
+        return tf.cond(filled, apply, tf.no_op, name="apply_when_full"), filled
 
     def initialized(self) -> tf.Operation:
         """Zeroes what is not initialized yet (a new ps task), and leaves the rest: each
@@ -413,11 +417,11 @@ def finished_episodes(rollout: dict):
 
 
 def exchange_with_ps(globals_: Globals, local: LocalCopy, learner: Learner, task: int,
-                     worker_device: str, config: A3CConfig) -> Counters:
+                     worker_device: str, config: A3CConfig):
     """The learner's round trip, as A3C says it: the gradients go to the globals and are
     applied there, the rollout's episodes are counted, and the updated globals come back
-    into the local copy. Returns the cluster's counters on this worker, once the local copy
-    is refreshed.
+    into the local copy. Returns (the cluster's counters on this worker, once the local
+    copy is refreshed; the global steps this rollout's update made, 0 or 1).
 
     Over several ps tasks (ps_shards: what each holds) it is one message from this worker to
     each ps task and one back (transfer.moved), and nothing between ps tasks."""
@@ -428,8 +432,9 @@ def exchange_with_ps(globals_: Globals, local: LocalCopy, learner: Learner, task
             arrived = transfer.moved(message_to_ps(shard, learner),
                                      source=worker_device, destination=shard.device)
         with tf1.device(shard.device):
-            applied = apply_on_ps(shard, arrived, globals_, learner, task, config)
-        returned[shard.device] = back_from_ps(globals_, shard, applied, worker_device)
+            applied, own_updates = apply_on_ps(shard, arrived, globals_, learner, task, config)
+        returned[shard.device] = back_from_ps(globals_, shard, applied, worker_device,
+                                              own_updates)
     return refresh_local_copy(local, globals_, shards, returned, worker_device)
 
 
@@ -465,11 +470,12 @@ def message_to_ps(shard: PsShard, learner: Learner) -> list[tf.Tensor]:
 
 
 def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
-                learner: Learner, task: int, config: A3CConfig) -> tf.Operation:
+                learner: Learner, task: int, config: A3CConfig):
     """On the ps task: its variables updated by their gradients at the learning rate
     (apply_to_globals); on the statistics' ps also global_step advanced and, after the
     update, the rollout's episodes and steps counted (and its sums added to the running
-    statistics)."""
+    statistics). -> (the op, the global steps this rollout's update made: 1, or with
+    --rollouts-per-update 0 for a rollout that did not fill the pool; int64)."""
     n = len(shard.indices)
     gradients, learning_rate = arrived[:n], arrived[n]
 
@@ -484,13 +490,14 @@ def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
 
     pool = globals_.pools.get(shard.device)
     if pool is None:
-        applied = apply(gradients)
+        applied, own_updates = apply(gradients), tf.constant(1, tf.int64)
     else:
         counts = learning_rate > 0.0
-        applied = pool.apply_when_full(pool.add(gradients, counts), counts,
-                                       config.rollouts_per_update, apply)
+        applied, filled = pool.apply_when_full(pool.add(gradients, counts), counts,
+                                               config.rollouts_per_update, apply)
+        own_updates = tf.cast(filled, tf.int64)
     if not shard.holds_statistics:
-        return applied
+        return applied, own_updates
     sums, returns = arrived[n + 1:-1], arrived[-1]
     with tf.control_dependencies([applied]):
         counted = globals_.stats.record(task, returns, learner.rollout_steps)
@@ -498,19 +505,20 @@ def apply_on_ps(shard: PsShard, arrived: list[tf.Tensor], globals_: Globals,
             width = len(statistics.variables)  # count, sum, sum of squares
             counted = tf.group(counted, statistics.add(sums[:width]))
             sums = sums[width:]
-    return counted
+    return counted, own_updates
 
 
 def back_from_ps(globals_: Globals, shard: PsShard, after: tf.Operation,
-                 worker_device: str) -> list[tf.Tensor]:
+                 worker_device: str, own_updates) -> list[tf.Tensor]:
     """What comes back from one ps task once `after` has run, in one message: its variables'
-    values and, from the statistics' ps, the counters (then the running statistics'
-    scales, if normalized)."""
+    values and, from the statistics' ps, the counters and `own_updates` (apply_on_ps's;
+    then the running statistics' scales, if normalized)."""
     with tf.name_scope("from_ps"):
         with tf1.device(shard.device), tf.control_dependencies([after]):
             message = [globals_.network.variables[i].read_value() for i in shard.indices]
             if shard.holds_statistics:
                 message.extend(globals_.stats.counters(globals_.global_step))
+                message.append(tf.identity(own_updates))
                 for statistics in globals_.running_statistics():
                     message.extend(statistics.scale())
         # Outside the control dependency: the worker's unpacking of the message would
@@ -519,33 +527,36 @@ def back_from_ps(globals_: Globals, shard: PsShard, after: tf.Operation,
 
 
 def refresh_local_copy(local: LocalCopy, globals_: Globals, shards: list[PsShard],
-                       returned: dict[str, list], worker_device: str) -> Counters:
+                       returned: dict[str, list], worker_device: str):
     """The local copy assigned the globals' values that came back, with their version and
-    the running statistics' scales; then the counters."""
+    the running statistics' scales; then (the counters, the global steps this worker's
+    update made)."""
     with tf1.device(worker_device), tf.name_scope("refresh_local"):
         stats_shard = shards[0]
         after_variables = returned[stats_shard.device][len(stats_shard.indices):]
         counters = Counters(*after_variables[:len(Counters._fields)])
+        own_updates = after_variables[len(Counters._fields)]
         groups = {shard.device: shard.indices for shard in shards}
         refreshed = [assign_op(local.network, transfer.in_variable_order(groups, returned),
                                "refresh_local"),
                      local.version.assign(counters.global_step)]
-        scales = after_variables[len(Counters._fields):]
+        scales = after_variables[len(Counters._fields) + 1:]
         width = len(ObservationScale._fields)  # mean, std
         for k, copy in enumerate(local.scales()):
             refreshed.append(copy.assign(ObservationScale(*scales[width * k:width * (k + 1)])))
         with tf.control_dependencies(refreshed):
-            return Counters(*(tf.identity(value) for value in counters))
+            return Counters(*(tf.identity(value) for value in counters)), own_updates
 
 
-def note_for_next_update(learner: Learner, counters: Counters) -> Counters:
+def note_for_next_update(learner: Learner, counters: Counters, own_updates) -> Counters:
     """`counters`, once what the next update's learning rate needs of them is noted on this
     worker: the cluster's env steps (the anneal) and the other workers' updates since the
-    local copy was refreshed (the next rollout's lag)."""
-    noted = [learner.env_steps_seen.assign(counters.env_steps)]
-    if learner.others_since_refresh is not None:
-        noted.append(learner.others_since_refresh.assign(
-            counters.global_step - 1 - learner.copy_version))
+    local copy was refreshed (the next rollout's lag): the global steps since then less
+    `own_updates`, the one this update made (none for a rollout pooled without filling the
+    pool)."""
+    noted = [learner.env_steps_seen.assign(counters.env_steps),
+             learner.others_since_refresh.assign(
+                 counters.global_step - own_updates - learner.copy_version)]
     with tf.control_dependencies(noted):
         return Counters(*(tf.identity(value) for value in counters))
 
@@ -657,7 +668,8 @@ def count_on_ps(globals_: Globals, local: LocalCopy, rollout: dict, queue: Rollo
             counted = stats.record(task, arrived, steps)
             with tf.control_dependencies([counted]):
                 counted = globals_.global_step.assign_add(1)
-        back = back_from_ps(globals_, PsShard(stats.device, [], True), counted, worker_device)
+        back = back_from_ps(globals_, PsShard(stats.device, [], True), counted, worker_device,
+                            tf.constant(1, tf.int64))
     with tf1.device(worker_device):
         zero = tf.constant(0.0)
         no_lag = tf.constant(0, tf.int64)

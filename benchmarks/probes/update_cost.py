@@ -64,6 +64,7 @@ def measure(run, updates: int) -> dict:
     from a3c_graph.distributed.cluster import TaskSpec
     from a3c_graph.distributed.server import session_config, start_server
     from a3c_graph.distributed.sessions import run_step
+    from a3c_graph.rundir import checkpoints
 
     tf1 = tf.compat.v1
     config, info = run.config, run.info
@@ -78,11 +79,13 @@ def measure(run, updates: int) -> dict:
         with tf1.device(device):
             local = wg.build_local_copy(info, config)
             queue = wg.build_actors_and_queue(local, [batch], config)
-            learner = wg.build_learner(queue.dequeue(), config, info, local.version)
-        counters = wg.exchange_with_ps(globals_, local, learner, 0, device, config)
+            learner = wg.build_learner(queue.dequeue(), config, info, local)
+        counters, own_updates = wg.exchange_with_ps(globals_, local, learner, 0, device, config)
         with tf1.device(device):
+            counters = wg.note_for_next_update(learner, counters, own_updates)
             fetches = wg.train_fetches(learner, counters, queue)
-            saver, local_init_op = wg.build_sync(globals_, local, learner.env_steps_seen)
+            local_init_op = wg.build_sync(globals_, local, learner.env_steps_seen)
+            saver = checkpoints.build_saver()
             # The actors' rollout, by field, and an enqueue of one fed back (no actor runs).
             [runner] = graph.get_collection(tf1.GraphKeys.QUEUE_RUNNERS)
             rollout = dict(zip(queue.queue.names, list(runner.enqueue_ops[0].inputs)[1:]))

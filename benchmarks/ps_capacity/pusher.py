@@ -83,7 +83,7 @@ def build_update(tf, config, info, spec):
                           tf.zeros([0], tf.int32),
                           config.rollout_length * config.envs_per_worker, None,
                           tf.constant(0, tf.int64))
-    counters = exchange_with_ps(globals_, local, learner, spec.task, worker_device, config)
+    counters, _ = exchange_with_ps(globals_, local, learner, spec.task, worker_device, config)
     update = tf.group(*counters, name="update")
     initializers = [tf1.global_variables_initializer(), tf1.local_variables_initializer()]
     return update, initializers, globals_.network

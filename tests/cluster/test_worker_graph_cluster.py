@@ -88,6 +88,7 @@ def _update_then(cluster, config, rollout, weights, env_steps, save_to=None, act
                            if v.op.name == "episode_stats/env_steps"]
         local = [v for v in tf1.local_variables() if v.op.name.startswith("local/")]
         [seen] = [v for v in tf1.local_variables() if v.op.name == "env_steps_seen"]
+        [others] = [v for v in tf1.local_variables() if v.op.name == "others_since_refresh"]
         with tf1.Session(servers["worker", 0].target) as session:
             session.run(tf1.global_variables_initializer())
             session.run([v.assign(weights[name_in_scope(v)]) for v in network]
@@ -99,13 +100,15 @@ def _update_then(cluster, config, rollout, weights, env_steps, save_to=None, act
             fetched = session.run(built.train_fetches)
             after_first = {"globals": _values(session, tf1.global_variables()),
                            "global_step": int(fetched.counters.global_step),
-                           "env_steps": int(fetched.counters.env_steps)}
+                           "env_steps": int(fetched.counters.env_steps),
+                           "others_since_refresh": int(session.run(others))}
             for enqueue in enqueues[1:]:
                 session.run(enqueue)
                 fetched = session.run(built.train_fetches)
             result = {"after_first": after_first, "local_after_init": local_after_init,
                       "globals": _values(session, tf1.global_variables()),
                       "local": _values(session, local), "env_steps_seen": session.run(seen),
+                      "others_since_refresh": int(session.run(others)),
                       "devices": {v.op.name: v.device for v in network},
                       "fetched": {"update_skipped": fetched.update_skipped,
                                   "learning_rate": float(fetched.learning_rate),
@@ -278,6 +281,10 @@ def test_pooled_rollouts_apply_once_the_mean_of_their_gradients_each_clipped_at_
     assert got["fetched"]["global_step"] == 1
     assert got["fetched"]["env_steps"] == ENV_STEPS_BEFORE + 2 * T * B
     assert not any(name.startswith("gradient_pool") for name in got["globals"])  # never saved
+    # No other worker updated: the next rollout's lag estimate adds none, whether this
+    # worker's rollout waited in the pool or filled it.
+    assert got["after_first"]["others_since_refresh"] == 0
+    assert got["others_since_refresh"] == 0
 
 
 @pytest.mark.parametrize("optimizer", ["rmsprop", "rmsprop-pytorch"])

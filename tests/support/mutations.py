@@ -171,6 +171,13 @@ MUTATIONS = [
              "mean_of_their_gradients_each_clipped_at_sqrt_k",
              "a pooled rollout clipped at the update's norm: the noise of a k-th of its samples "
              "cut to the size of all of them"),
+    Mutation("pooled-rollout-counted-as-own-update", "a3c_graph/distributed/worker_graph.py",
+             "own_updates = tf.cast(filled, tf.int64)",
+             "own_updates = tf.constant(1, tf.int64)",
+             "tests/cluster/test_worker_graph_cluster.py::test_pooled_rollouts_apply_once_the_"
+             "mean_of_their_gradients_each_clipped_at_sqrt_k",
+             "a rollout that waited in the pool counted as an update of its own: the next "
+             "rollout's policy lag one too low (-1 with no other worker)"),
     Mutation("no-own-lag-floor", "a3c_graph/core/config.py",
              "return PRESET_WORKERS * (self.queue_capacity + 1)",
              "return 0",
@@ -323,6 +330,13 @@ MUTATIONS = [
              "tests/cluster/test_worker_graph_cluster.py::test_two_workers_observation_"
              "statistics_add_up_and_each_update_uses_its_rollouts_scale",
              "each rollout's observation statistics replacing the cluster's, not added"),
+    Mutation("statistics-of-the-last-axis", "a3c_graph/core/normalization.py",
+             "x = tf.reshape(x, [-1, math.prod(x.shape[2:])])",
+             "x = tf.reshape(x, [-1, x.shape[-1]])",
+             "tests/unit/core/test_normalization.py::test_image_observations_are_counted_per_"
+             "entry_of_the_flattened_observation",
+             "observation statistics per channel of an image, not per entry the mlp torso "
+             "sees: MinAtar with --policy mlp --normalize-observations fails to build"),
     Mutation("statistics-not-frozen", "a3c_graph/core/normalization.py",
              "return statistics.scale(), statistics.variables",
              "return None, statistics.variables",

@@ -24,6 +24,17 @@ def test_a_rollouts_count_sum_and_sum_of_squares_are_over_every_step_and_env():
     np.testing.assert_allclose(squares, (flat ** 2).sum(axis=0))
 
 
+def test_image_observations_are_counted_per_entry_of_the_flattened_observation():
+    # MinAtar's [10, 10, C] frames on the mlp policy: the statistics are the mlp torso's
+    # input, one per entry of the flattened frame.
+    observations = np.random.default_rng(0).normal(size=(3, 4, 10, 10, 2)).astype(np.float32)
+    count, total, squares = sums_of(observations)
+    flat = observations.reshape(12, 200).astype(np.float64)
+    assert count == 12 and total.shape == (200,)
+    np.testing.assert_allclose(total, flat.sum(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(squares, (flat ** 2).sum(axis=0), rtol=1e-6)
+
+
 def test_a_rollout_with_an_infinite_or_nan_observation_adds_nothing():
     # Added, one such value would make the cluster's mean and std NaN for good.
     for bad in (np.inf, -np.inf, np.nan):

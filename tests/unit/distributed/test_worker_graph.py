@@ -107,18 +107,23 @@ def test_a_pool_of_three_applies_the_mean_of_the_rollouts_that_count_and_only_th
         gradient = tf.compat.v1.placeholder(tf.float32, [2])
         counts = tf.compat.v1.placeholder(tf.bool, [])
         applied_mean = tf.compat.v1.Variable([-1.0, -1.0], use_resource=True)
-        update = pool.apply_when_full(pool.add([gradient], counts), counts, 3,
-                                      lambda mean: tf.group(applied_mean.assign(mean[0])))
-        applied = []
+        update, filled = pool.apply_when_full(
+            pool.add([gradient], counts), counts, 3,
+            lambda mean: tf.group(applied_mean.assign(mean[0])))
+        applied, fills = [], []
         session.run(tf.compat.v1.global_variables_initializer())
         session.run(pool.initialized())
         for value, counted in [([5.0, 5.0], False), ([1.0, 2.0], True), ([100.0, 100.0], False),
                                ([2.0, 4.0], True), ([3.0, 6.0], True), ([7.0, 7.0], False)]:
-            session.run(update, {gradient: value, counts: counted})
+            fills.append(bool(session.run([update, filled],
+                                          {gradient: value, counts: counted})[1]))
             applied.append(session.run(applied_mean).tolist())
         # An apply of the empty pool would write its mean, [0, 0]: the first and last
         # rollouts, at a count of 0 and of 3, apply nothing.
         assert applied == [[-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0], [-1.0, -1.0], [2.0, 4.0],
                            [2.0, 4.0]]
+        # Only the rollout that applied says it filled the pool (its worker then counts
+        # one global step as its own, not another worker's).
+        assert fills == [False, False, False, False, True, False]
         assert session.run(pool.count) == 3
         assert session.run(pool.sums[0]).tolist() == [0.0, 0.0]
