@@ -87,8 +87,8 @@ def for_workers(config: A3CConfig, workers: int, args: argparse.Namespace) -> A3
 class A3CConfig:
     """Everything that shapes a training run. Passed explicitly; never read from globals."""
 
-    env: str = _f("CartPole-v1", "Gymnasium environment id (Discrete action space); ALE/ ids "
-                  "(e.g. ALE/Pong-v5) need the atari extra.")
+    env: str = _f("CartPole-v1", "Gymnasium environment id (a Discrete or one-axis bounded Box "
+                  "action space); ALE/ ids (e.g. ALE/Pong-v5) need the atari extra.")
     seed: int = _f(0, "Base random seed; task i seeds its envs with seed + 1000 * i.")
     preset: str = _f("auto", "Hyperparameter preset for the flags not given: cartpole (classic "
                      "control), atari, minatar or continuous; auto picks atari for ALE/ env "
@@ -125,7 +125,7 @@ class A3CConfig:
     # Learning.
     gamma: float = _f(0.99, "Discount factor.")
     gae_lambda: float = _f(0.95, "GAE(lambda); 1.0 gives plain n-step bootstrapped returns.")
-    learning_rate: float = _f(3e-3, "Adam learning rate of the optimizers on the ps.")
+    learning_rate: float = _f(3e-3, "The learning rate of --optimizer on the ps.")
     anneal_learning_rate: bool = _f(
         True, "Anneal the learning rate linearly from --learning-rate to 0 over --max-steps "
         "env steps of the cluster (Mnih et al. 2016): a policy that has learned the task "

@@ -13,8 +13,9 @@ Three networks, picked by build_network from --policy and the observation shape:
   ActorCriticMLP   vector observations: separate tanh policy and value towers
   ActorCriticCNN   images: convolutions with ELU or ReLU (--conv-filters, --conv-kernel,
                    --conv-stride, --conv-padding, --activation: four 3x3 of 32 filters at
-                   stride 2 for Atari at 42x42, the A3C paper's 8x8/4 and 4x4/2 at 84x84 on
-                   the classic protocol, one 3x3 of 16 at stride 1 for MinAtar),
+                   stride 2 for Atari at 42x42, the Nature DQN network's 32 8x8/4, 64 4x4/2
+                   and 64 3x3/1 at 84x84 on the classic protocol, one 3x3 of 16 at stride 1
+                   for MinAtar),
                    then the --hidden-sizes layers, shared by the policy and value heads
   ActorCriticLSTM  the mlp or cnn torso, then an LSTM; its state is carried by the caller
                    (recurrent = True: step(obs, state) and unroll(...) instead of __call__)
@@ -129,8 +130,9 @@ class ActorCriticMLP:
 
         def sample(observations):
             policy, features = self.policy_and_features(observations)
-            mean = finite_or_zero(self.distribution.mode(policy))
-            return mean + state_dependent_noise(features, matrices)
+            # Not finite (NaN observations): the action 0, which stays in the space.
+            return finite_or_zero(self.distribution.mode(policy)
+                                  + state_dependent_noise(features, matrices))
         return sample
 
     def policy_and_features(self, observations):

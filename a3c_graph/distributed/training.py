@@ -66,7 +66,8 @@ class ProgressReporter:
         self.scalars.setdefault("perf/queue_size", []).append(float(fetched.queue_size))
         for key in LAG_SCALARS:
             self.scalars.setdefault(f"policy_lag/{key}", []).append(float(getattr(fetched, key)))
-        # The rate Adam applied; a skipped update's 0 is not a rate the schedule gave.
+        # The rollout's rate (annealed, scaled by its lag); a skipped update's 0 is not a
+        # rate the schedule gave.
         if learned:
             self.scalars.setdefault("train/learning_rate", []).append(
                 float(fetched.learning_rate))

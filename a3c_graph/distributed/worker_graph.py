@@ -10,7 +10,7 @@ build_worker_graph reads as the algorithm does:
      the rollouts and their snapshots;
   4. build_learner: a rollout dequeued, its A3C loss and clipped gradients on the weights
      that acted it (core/learner.py), and the learning rate of this update;
-  5. exchange_with_ps: the gradients applied to the globals by an Adam on each ps task (with
+  5. exchange_with_ps: the gradients applied to the globals by --optimizer on each ps task (with
      --rollouts-per-update k, pooled there until k rollouts' fill an update: GradientPool),
      the rollout's episodes counted, and the updated globals and the counters brought back
      into the local copy, in one message each way per ps task;
@@ -98,13 +98,13 @@ class TrainFetches(NamedTuple):
     value_loss: Any
     entropy: Any
     grad_norm: Any            # before clipping
-    learning_rate: Any        # the rate Adam applied (0 for a skipped update)
+    learning_rate: Any        # this rollout's rate (0 for a skipped update); with
+                              # --rollouts-per-update, the pool's filler's is applied
     update_skipped: Any       # bool: NaN/inf loss or gradients, nothing applied
     queue_size: Any           # rollouts waiting after this one was dequeued
     lag_apply: Any            # global updates from the weights that acted the rollout
                               # (and its gradient is computed on) to the globals it is applied to
     rollout_steps: Any        # agent steps in the rollout (T x B)
-    # (no lag between the acting weights and those of the gradient: they are the same)
     finished_returns: Any     # [K] whole episodes that ended in the rollout
     finished_lengths: Any     # [K]
 

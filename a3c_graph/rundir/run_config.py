@@ -161,8 +161,9 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     Variables follow from the env (observation shape, number of actions; ALE's
     --full-action-space changes the actions, --screen-size and --frame-stack the shape) and
     from the flags network_spec.network_settings names (the policy after `auto` is
-    resolved), and --optimizer names the slots saved beside them; nothing else (learning
-    rate, rollout length, envs per worker, ...) changes a variable's name or shape. A cnn
+    resolved), --optimizer names the slots saved beside them, and --normalize-observations
+    and --normalize-rewards add their running statistics; nothing else (learning rate,
+    rollout length, envs per worker, ...) changes a variable's name or shape. A cnn
     torso's --activation is listed too: the same variables, learned for another function.
     `obs_shape` is the env's (both configs must name the same env for the rest to be
     compared).
@@ -192,6 +193,10 @@ def network_differences(there: A3CConfig, here: A3CConfig,
         differences.append(("activation", there.activation, here.activation))
     if there.sde != here.sde:  # gSDE's log std is a matrix, the plain Gaussian's a vector
         differences.append(("sde", str(there.sde).lower(), str(here.sde).lower()))
+    for flag in ("normalize_observations", "normalize_rewards"):  # statistics are variables
+        values = [str(getattr(c, flag)).lower() for c in (there, here)]
+        if values[0] != values[1]:
+            differences.append((flag.replace("_", "-"), *values))
     if there.optimizer != here.optimizer:  # its slots are variables of the checkpoint
         differences.append(("optimizer", there.optimizer, here.optimizer))
     return differences
@@ -232,7 +237,10 @@ def check_logdir_config(logdir: str, config: A3CConfig, obs_shape: Sequence[int]
     differences = network_differences(there, config, obs_shape)
     if differences:
         flag, before, now = differences[0]
-        what = "another optimizer" if flag == "optimizer" else "a different network"
+        what = {"optimizer": "another optimizer",
+                "normalize-observations": "other running statistics",
+                "normalize-rewards": "other running statistics"}.get(flag,
+                                                                      "a different network")
         raise CheckpointError(
             f"log dir {logdir} holds checkpoints of {what} (--{flag} {before} "
             f"there, {now} here); use a new --logdir, or --{flag} {before.split(' ')[0]} to "

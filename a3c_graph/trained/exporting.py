@@ -10,10 +10,11 @@ signature, ``act``:
            (zeros at the start of an episode)
   outputs  discrete actions: greedy_action [N] int64 (the most likely), sampled_action [N]
            int64 (as in training), logits [N, A] float32; a Box of n actions: greedy_action
-           [N, n] float32 (the Gaussian's mean), sampled_action [N, n] (as in training),
-           both unbounded: clip either to the Box's bounds before the env, as training
-           and evaluation do; log_std [N, n]; and value [N]
-           float32; recurrent: state [N, 2, H]
+           [N, n] float32 (the Gaussian's mean), sampled_action [N, n] (from the policy's
+           Gaussian in that state; with --sde its noise is drawn anew each call, where
+           training's explores along one draw per rollout), both unbounded: clip either to
+           the Box's bounds before the env, as training and evaluation do; log_std [N, n];
+           and value [N] float32; recurrent: state [N, 2, H]
 
 What to feed it, the env id and its protocol (sticky actions, FIRE, life loss, frame skip,
 frame stack, screen size), the action space (a Box's bounds) and, for a run with

@@ -50,10 +50,7 @@ def checked_checkpoint(logdir: str, config, checkpoint: str | None, env_overridd
               else f"{os.path.join(logdir, 'config.json')} describes another network")
     info = env_info(config.env, **env_options(config))
     with tf.Graph().as_default():
-        scale, statistics = checkpointed_scale(config, info.obs_shape)
-        network = build_network(info.obs_shape, info.actions, config, "global",
-                                observation_scale=scale)
-        saver = tf.compat.v1.train.Saver(var_list=network.variables + statistics)
+        _, saver = checkpointed_network(config, info.obs_shape, info.actions)
         try:
             if checkpoint:
                 checkpoints.check_checkpoint(checkpoint, saver, advice=advice)
@@ -66,6 +63,15 @@ def checked_checkpoint(logdir: str, config, checkpoint: str | None, env_overridd
         raise UsageError(f"no checkpoint in {logdir} (the chief writes the first one "
                          "--checkpoint-secs after training starts)")
     return found
+
+
+def checkpointed_network(config, obs_shape, actions):
+    """The global network as a checkpoint holds it, in the default graph: (the network, its
+    observations standardized by the checkpoint's frozen statistics if the run normalized
+    them; the Saver that restores both, and nothing else of the checkpoint)."""
+    scale, statistics = checkpointed_scale(config, obs_shape)
+    network = build_network(obs_shape, actions, config, "global", observation_scale=scale)
+    return network, tf.compat.v1.train.Saver(var_list=network.variables + statistics)
 
 
 def play_models(args, configs, devices, say, warn) -> list[dict]:
@@ -230,9 +236,8 @@ def _one_env_policy(config, env, sample: bool, device: str | None, seed: int) ->
         tf1.set_random_seed(seed)
         obs = tf1.placeholder(tf.as_dtype(env.observation_space.dtype),
                               [None, *env.observation_space.shape], name="obs")
-        scale, statistics = checkpointed_scale(config, env.observation_space.shape)
-        network = build_network(env.observation_space.shape, action_space(env), config,
-                                "global", observation_scale=scale)
+        network, saver = checkpointed_network(config, env.observation_space.shape,
+                                              action_space(env))
         state = next_state = None
         if network.recurrent:  # the state is carried from step to step, zero at an episode start
             state = tf1.placeholder(tf.float32, [None, *network.state_shape], name="state")
@@ -240,7 +245,6 @@ def _one_env_policy(config, env, sample: bool, device: str | None, seed: int) ->
         else:
             policy, _ = network(obs)
         action = _action(network, policy, sample)
-        saver = tf1.train.Saver(var_list=network.variables + statistics)
     return _Policy(graph, network, obs, state, action, next_state, saver)
 
 
@@ -315,9 +319,7 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
         tf1.set_random_seed(seed)
         obs_ph = tf1.placeholder(tf.as_dtype(info.obs_dtype), [games, *info.obs_shape],
                                  name="obs")
-        scale, statistics = checkpointed_scale(config, info.obs_shape)
-        network = build_network(info.obs_shape, info.actions, config, "global",
-                                observation_scale=scale)
+        network, saver = checkpointed_network(config, info.obs_shape, info.actions)
         if network.recurrent:
             state_ph = tf1.placeholder(tf.float32, [games, *network.state_shape], name="state")
             done_ph = tf1.placeholder(tf.bool, [games], name="done")
@@ -325,7 +327,6 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
         else:
             policy, _ = network(obs_ph)
         action = _action(network, policy, sample)
-        saver = tf1.train.Saver(var_list=network.variables + statistics)
     returns: list[float | None] = [None] * games
     lengths = [0] * games
     cut_off = [False] * games

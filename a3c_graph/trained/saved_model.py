@@ -9,9 +9,8 @@ from pathlib import Path
 import tensorflow as tf
 
 from a3c_graph.core.envs import env_info, env_options
-from a3c_graph.core.model import build_network
-from a3c_graph.core.normalization import checkpointed_scale
 from a3c_graph.system import process_env
+from a3c_graph.trained.playing import checkpointed_network
 
 tf1 = tf.compat.v1
 
@@ -23,9 +22,7 @@ def write_saved_model(config, checkpoint: str, path: Path, signature_name: str):
     with tf.Graph().as_default() as graph:
         obs = tf1.placeholder(tf.as_dtype(info.obs_dtype), [None, *info.obs_shape],
                               name="observations")
-        scale, statistics = checkpointed_scale(config, info.obs_shape)
-        network = build_network(info.obs_shape, info.actions, config, "global",
-                                observation_scale=scale)
+        network, saver = checkpointed_network(config, info.obs_shape, info.actions)
         inputs = {"observations": obs}
         outputs = {}
         if network.recurrent:
@@ -35,7 +32,6 @@ def write_saved_model(config, checkpoint: str, path: Path, signature_name: str):
         else:
             policy, values = network(obs)
         outputs.update(_policy_outputs(network, policy), value=tf.identity(values, "value"))
-        saver = tf1.train.Saver(var_list=network.variables + statistics)
         # The TF1 SavedModel builder warns that it is TF1 API on every use; this is on purpose.
         verbosity = tf1.logging.get_verbosity()
         tf1.logging.set_verbosity(tf1.logging.ERROR)

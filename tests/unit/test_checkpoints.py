@@ -201,6 +201,11 @@ NETWORKS = {  # (there, here, the flag named, or None when they build the same v
     "env": (A3CConfig(), A3CConfig(env="Acrobot-v1"), "env"),
     "full action space off ALE": (A3CConfig(), A3CConfig(full_action_space=True), None),
     "optimizer": (A3CConfig(), A3CConfig(optimizer="rmsprop"), "optimizer"),
+    # Their running statistics are in the checkpoint: a run cannot gain or drop them.
+    "observation statistics": (A3CConfig(), A3CConfig(normalize_observations=True),
+                               "normalize-observations"),
+    "return statistics": (A3CConfig(normalize_rewards=True), A3CConfig(),
+                          "normalize-rewards"),
 }
 
 
@@ -262,6 +267,19 @@ def test_a_logdir_of_the_plain_gaussian_refuses_sde_in_one_sentence(tmp_path):
     assert str(caught.value) == (
         f"log dir {tmp_path} holds checkpoints of a different network (--sde false there, "
         "true here); use a new --logdir, or --sde false to go on with that run")
+
+
+def test_a_logdir_without_observation_statistics_refuses_them_in_one_sentence(tmp_path):
+    """A run that learned from raw observations cannot go on standardizing them: its
+    checkpoints hold no statistics to start from."""
+    write_run(tmp_path)
+    with pytest.raises(CheckpointError) as caught:
+        run_config.check_logdir_config(str(tmp_path), A3CConfig(normalize_observations=True),
+                                       (4,))
+    assert str(caught.value) == (
+        f"log dir {tmp_path} holds checkpoints of other running statistics "
+        "(--normalize-observations false there, true here); use a new --logdir, or "
+        "--normalize-observations false to go on with that run")
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"hidden_sizes": "abc"}',

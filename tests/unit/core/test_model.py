@@ -407,6 +407,15 @@ def test_a_gsde_actor_explores_along_one_matrix_a_rollout_and_draws_anew_for_the
     assert params[:, 1].std() > 1e-3  # a log std per state
 
 
+def test_a_gsde_actor_given_nan_observations_acts_finite_actions():
+    """As the plain Gaussian's (test_distributions.py): a NaN observation poisons the
+    features gSDE's noise is made of; the env still gets an action in the space."""
+    network = ActorCriticMLP((3,), ActionSpace(1, (-2.0,), (2.0,)), (2,), "net", sde=True)
+    observations = np.array([[np.nan, 0.0, 0.0], [0.1, 0.2, 0.3]], np.float32)
+    actions = run(network.sde_sampler(2)(tf.constant(observations)))
+    assert np.isfinite(actions).all() and actions[0].tolist() == [0.0]
+
+
 def test_ortho_init_false_draws_every_weight_as_pytorchs_linear_layers():
     """--ortho-init false (rl-zoo's Pendulum): each dense layer's weights and biases uniform
     within +-1/sqrt(fan in) (nn.Linear's default), the policy output too (no 0.01 gain), the
