@@ -24,6 +24,8 @@ from a3c_graph.core.network_spec import network_settings
 
 CONFIG_FILE = "config.json"
 STATE_FILE = "checkpoint"  # the Saver's checkpoint state file (a CheckpointState text proto)
+# Flags that add running statistics to the network's variables.
+_STATISTICS_FLAGS = ("normalize_observations", "normalize_rewards")
 
 
 class CheckpointError(ValueError):
@@ -172,10 +174,8 @@ def network_differences(there: A3CConfig, here: A3CConfig,
         return [("env", there.env, here.env)]
     differences = []
     if is_atari(there.env):
-        for flag in ("full_action_space", "screen_size", "frame_stack"):
-            values = [str(getattr(c, flag)).lower() for c in (there, here)]
-            if values[0] != values[1]:
-                differences.append((flag.replace("_", "-"), *values))
+        differences += _differing_flags(there, here, ("full_action_space", "screen_size",
+                                                      "frame_stack"))
     settings = [_network_settings(c, obs_shape) for c in (there, here)]
     kinds = [s["policy"] for s in settings]
     if kinds[0] != kinds[1]:
@@ -191,14 +191,19 @@ def network_differences(there: A3CConfig, here: A3CConfig,
     if "conv_filters" in settings[0] and there.activation != here.activation:
         # Not a variable's shape, but the weights were learned for the other function.
         differences.append(("activation", there.activation, here.activation))
-    if there.sde != here.sde:  # gSDE's log std is a matrix, the plain Gaussian's a vector
-        differences.append(("sde", str(there.sde).lower(), str(here.sde).lower()))
-    for flag in ("normalize_observations", "normalize_rewards"):  # statistics are variables
+    # gSDE's log std is a matrix, the plain Gaussian's a vector; running statistics and
+    # the optimizer's slots are variables of the checkpoint too.
+    return differences + _differing_flags(there, here, ("sde", *_STATISTICS_FLAGS, "optimizer"))
+
+
+def _differing_flags(there: A3CConfig, here: A3CConfig,
+                     flags: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(flag as typed, value there, value here) for each of `flags` the configs differ in."""
+    differences = []
+    for flag in flags:
         values = [str(getattr(c, flag)).lower() for c in (there, here)]
         if values[0] != values[1]:
             differences.append((flag.replace("_", "-"), *values))
-    if there.optimizer != here.optimizer:  # its slots are variables of the checkpoint
-        differences.append(("optimizer", there.optimizer, here.optimizer))
     return differences
 
 
@@ -237,10 +242,8 @@ def check_logdir_config(logdir: str, config: A3CConfig, obs_shape: Sequence[int]
     differences = network_differences(there, config, obs_shape)
     if differences:
         flag, before, now = differences[0]
-        what = {"optimizer": "another optimizer",
-                "normalize-observations": "other running statistics",
-                "normalize-rewards": "other running statistics"}.get(flag,
-                                                                      "a different network")
+        statistics = {f.replace("_", "-"): "other running statistics" for f in _STATISTICS_FLAGS}
+        what = {"optimizer": "another optimizer", **statistics}.get(flag, "a different network")
         raise CheckpointError(
             f"log dir {logdir} holds checkpoints of {what} (--{flag} {before} "
             f"there, {now} here); use a new --logdir, or --{flag} {before.split(' ')[0]} to "
