@@ -221,7 +221,7 @@ def untrained_run(logdir: Path, **given) -> None:
     from a3c_graph.core.config import resolve_config
     from a3c_graph.core.envs import env_info, env_options
     from a3c_graph.core.model import build_network
-    from a3c_graph.core.normalization import ObservationStatistics
+    from a3c_graph.core.normalization import RunningStatistics
 
     config = resolve_config({"hidden_sizes": (8,), **given})
     info = env_info(config.env, **env_options(config))
@@ -232,7 +232,7 @@ def untrained_run(logdir: Path, **given) -> None:
         variables, assigned = network.variables, []
         if config.normalize_observations:
             dim = math.prod(info.obs_shape)
-            statistics = ObservationStatistics(dim)
+            statistics = RunningStatistics(dim)
             n, mean, std = (UNTRAINED_STATISTICS[key] for key in ("count", "mean", "std"))
             assigned = [statistics.count.assign(n), statistics.sum.assign([n * mean] * dim),
                         statistics.sum_of_squares.assign([n * (std ** 2 + mean ** 2)] * dim)]

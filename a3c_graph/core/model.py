@@ -51,7 +51,7 @@ from a3c_graph.core.distributions import (
     state_dependent_log_std,
     state_dependent_noise,
 )
-from a3c_graph.core.normalization import ObservationScale, standardized
+from a3c_graph.core.normalization import MeanStd, standardized
 
 tf1 = tf.compat.v1
 
@@ -89,7 +89,7 @@ class ActorCriticMLP:
 
     def __init__(self, obs_shape: Sequence[int], actions, hidden_sizes: Sequence[int],
                  scope: str, local: bool = False, variable_factory=graph_variable,
-                 log_std_init: float = 0.0, observation_scale: ObservationScale | None = None,
+                 log_std_init: float = 0.0, observation_scale: MeanStd | None = None,
                  sde: bool = False, ortho_init: bool = True):
         self.obs_dim = int(math.prod(obs_shape))
         self.observation_scale = observation_scale
@@ -303,7 +303,7 @@ class _MLPTorso:
     [N, F]."""
 
     def __init__(self, vars_: _Variables, obs_shape, num_hidden: int,
-                 observation_scale: ObservationScale | None = None):
+                 observation_scale: MeanStd | None = None):
         self.obs_dim = int(math.prod(obs_shape))
         self.observation_scale = observation_scale
         self.layers = _dense_stack(vars_, "", num_hidden)
@@ -317,7 +317,7 @@ class _MLPTorso:
 
 
 def _torso(kind: str, vars_: _Variables, obs_shape, hidden_sizes, conv, activation="elu",
-           observation_scale: ObservationScale | None = None):
+           observation_scale: MeanStd | None = None):
     with vars_.scope("torso"):
         if kind == "cnn":
             return _CNNTorso(vars_, obs_shape, len(hidden_sizes), conv, activation)
@@ -437,7 +437,7 @@ class ActorCriticLSTM:
                  conv_kernel: Sequence[int] | int = CONV_KERNEL,
                  conv_stride: Sequence[int] | int = CONV_STRIDE, conv_padding: str = "same",
                  activation: str = "elu", log_std_init: float = 0.0,
-                 observation_scale: ObservationScale | None = None):
+                 observation_scale: MeanStd | None = None):
         self.actions = as_action_space(actions)
         self.distribution = distribution(self.actions)
         self.lstm_size = lstm_size
@@ -507,7 +507,7 @@ class ActorCriticLSTM:
 
 def build_network(obs_shape, actions, config, scope: str, local: bool = False,
                   variable_factory=graph_variable,
-                  observation_scale: ObservationScale | None = None):
+                  observation_scale: MeanStd | None = None):
     """The actor-critic for these observations, `actions` (an ActionSpace, or a number of
     discrete actions) and config.policy, named `scope`; given an observation_scale (with
     --normalize-observations), its mlp torso standardizes the observations."""
@@ -535,7 +535,7 @@ def rollout_sampler(network, num_envs: int):
 
 
 def network_on_weights(weights: Sequence, obs_shape, actions, config, scope: str,
-                       observation_scale: ObservationScale | None = None):
+                       observation_scale: MeanStd | None = None):
     """The network of build_network whose forward pass uses the tensors `weights` (one per
     variable, in network.variables' order) instead of variables: a snapshot of a network's
     weights, the one its `variables` are, so tf.gradients can be taken with respect to it."""

@@ -1,6 +1,8 @@
-"""Observation normalization (--normalize-observations): each entry of a vector observation
-standardized by the running mean and standard deviation of every observation the cluster
-has acted on, as stable-baselines3's VecNormalize does for rl-baselines3-zoo's MuJoCo runs:
+"""Observation normalization and reward scaling.
+
+--normalize-observations: each entry of a vector observation standardized by the running
+mean and standard deviation of every observation the cluster has acted on, as
+stable-baselines3's VecNormalize does for rl-baselines3-zoo's MuJoCo runs:
 
   normalized = clip((obs - mean) / sqrt(variance + EPSILON), -CLIP, CLIP)
 
@@ -18,7 +20,7 @@ the standard deviation of the worker's copy as the update is computed; episode r
 and every statistic shown stay raw.
 
 A network never reads them itself (model.py): it is given the mean and standard deviation
-as tensors (`ObservationScale`), so an actor acts, and the learner learns, on the scale
+as tensors (`MeanStd`), so an actor acts, and the learner learns, on the scale
 the actor read at the rollout's start (it travels with the rollout, as the acting weights
 do: distributed/worker_graph.py), evaluation and the SavedModel on the checkpoint's frozen
 scale.
@@ -39,14 +41,15 @@ SCOPE = "observation_statistics"
 RETURN_SCOPE = "return_statistics"  # --normalize-rewards: the discounted returns' sums
 
 
-class ObservationScale(NamedTuple):
-    """The shift and scale a network standardizes its observations with: float32 [D]."""
+class MeanStd(NamedTuple):
+    """A running statistic's mean and standard deviation, float32 [D]: the shift and scale a
+    network standardizes its observations with (D = 1 for the discounted return's)."""
 
     mean: tf.Tensor
     std: tf.Tensor
 
 
-def standardized(observations, scale: ObservationScale | None):
+def standardized(observations, scale: MeanStd | None):
     """Flat float observations [N, D] standardized and clipped (the module docstring), or as
     they are without a scale."""
     if scale is None:
@@ -59,11 +62,11 @@ def standardized(observations, scale: ObservationScale | None):
 ROLLOUT_FIELDS = ("acting_scale/mean", "acting_scale/std")
 
 
-def scale_in(rollout: dict) -> ObservationScale | None:
+def scale_in(rollout: dict) -> MeanStd | None:
     """The observation scale a rollout was acted with (None: not normalized)."""
     if ROLLOUT_FIELDS[0] not in rollout:
         return None
-    return ObservationScale(*(rollout[key] for key in ROLLOUT_FIELDS))
+    return MeanStd(*(rollout[key] for key in ROLLOUT_FIELDS))
 
 
 def scaled_rewards(rewards, return_std):
@@ -72,19 +75,19 @@ def scaled_rewards(rewards, return_std):
     return tf.clip_by_value(rewards / return_std, -CLIP, CLIP)
 
 
-class ObservationStatistics:
-    """The cluster's sums of observations [D] (count, sum, sum of squares), float64 global
-    variables in the current device scope, named observation_statistics/...; with
+class RunningStatistics:
+    """The cluster's running sums of observations [D] (count, sum, sum of squares), float64
+    global variables in the current device scope, named observation_statistics/...; with
     scope=RETURN_SCOPE and D = 1, the discounted returns' (return_statistics/...)."""
 
-    def __init__(self, obs_dim: int, scope: str = SCOPE):
+    def __init__(self, dim: int, scope: str = SCOPE):
         with tf1.variable_scope(scope):
             def total(name, shape):
                 return tf1.get_variable(name, shape, tf.float64, trainable=False,
                                         initializer=tf1.zeros_initializer())
             self.count = total("count", [])
-            self.sum = total("sum", [obs_dim])
-            self.sum_of_squares = total("sum_of_squares", [obs_dim])
+            self.sum = total("sum", [dim])
+            self.sum_of_squares = total("sum_of_squares", [dim])
 
     @property
     def variables(self) -> list:
@@ -95,42 +98,42 @@ class ObservationStatistics:
         return tf.group(*[v.assign_add(s, use_locking=True)
                           for v, s in zip(self.variables, sums)])
 
-    def scale(self) -> ObservationScale:
+    def scale(self) -> MeanStd:
         """The mean and standard deviation of every observation added so far: 0 and 1
         before the first."""
         return scale_of(*(v.read_value() for v in self.variables))
 
 
 class LocalScale:
-    """A worker's copy of the cluster's ObservationScale: two float32 local variables [D]
+    """A worker's copy of a RunningStatistics' MeanStd: two float32 local variables [D]
     (never saved), set from the ps at the local init and after each update; with
     scope=RETURN_SCOPE and D = 1, the discounted returns'."""
 
-    def __init__(self, obs_dim: int, scope: str = SCOPE):
+    def __init__(self, dim: int, scope: str = SCOPE):
         with tf1.variable_scope("local_" + scope):
             def local(name, init):
-                return tf1.get_variable(name, [obs_dim], tf.float32, trainable=False,
+                return tf1.get_variable(name, [dim], tf.float32, trainable=False,
                                         initializer=tf1.constant_initializer(init),
                                         collections=[tf1.GraphKeys.LOCAL_VARIABLES])
             self.mean = local("mean", 0.0)
             self.std = local("std", 1.0)
 
-    def read(self) -> ObservationScale:
+    def read(self) -> MeanStd:
         """The copy as it is now, read once (identities: a later assign leaves these as read)."""
-        return ObservationScale(tf.identity(self.mean.read_value()),
+        return MeanStd(tf.identity(self.mean.read_value()),
                                 tf.identity(self.std.read_value()))
 
-    def assign(self, scale: ObservationScale):
+    def assign(self, scale: MeanStd):
         return tf.group(self.mean.assign(scale.mean), self.std.assign(scale.std))
 
 
-def checkpointed_scale(config, obs_shape) -> tuple[ObservationScale | None, list]:
+def checkpointed_scale(config, obs_shape) -> tuple[MeanStd | None, list]:
     """For a graph that plays a checkpoint's policy (evaluation, export): (the frozen scale,
     the statistics' variables the Saver must restore); (None, []) for a run without
     --normalize-observations."""
     if not config.normalize_observations:
         return None, []
-    statistics = ObservationStatistics(math.prod(obs_shape))
+    statistics = RunningStatistics(math.prod(obs_shape))
     return statistics.scale(), statistics.variables
 
 
@@ -154,8 +157,8 @@ def return_sums(rollout: dict) -> list:
     return rollout_sums(rollout["discounted_returns"][..., None])
 
 
-def scale_of(count, total, sum_of_squares) -> ObservationScale:
-    """ObservationScale from the sums: mean = sum / count, variance = the mean square less
+def scale_of(count, total, sum_of_squares) -> MeanStd:
+    """MeanStd from the sums: mean = sum / count, variance = the mean square less
     the squared mean (floored at 0), float32."""
     safe = tf.maximum(count, 1.0)
     mean = total / safe
@@ -163,5 +166,5 @@ def scale_of(count, total, sum_of_squares) -> ObservationScale:
     seen = count > 0
     mean = tf.where(seen, mean, tf.zeros_like(mean))
     variance = tf.where(seen, variance, tf.ones_like(variance) - EPSILON)
-    return ObservationScale(tf.cast(mean, tf.float32),
+    return MeanStd(tf.cast(mean, tf.float32),
                             tf.cast(tf.sqrt(variance + EPSILON), tf.float32))

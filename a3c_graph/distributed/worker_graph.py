@@ -10,10 +10,10 @@ build_worker_graph reads as the algorithm does:
      the rollouts and their snapshots;
   4. build_learner: a rollout dequeued, its A3C loss and clipped gradients on the weights
      that acted it (core/learner.py), and the learning rate of this update;
-  5. exchange_with_ps: the gradients applied to the globals by --optimizer on each ps task (with
-     --rollouts-per-update k, pooled there until k rollouts' fill an update: GradientPool),
-     the rollout's episodes counted, and the updated globals and the counters brought back
-     into the local copy, in one message each way per ps task;
+  5. exchange_with_ps: the gradients applied to the globals by --optimizer on each ps task
+     (with --rollouts-per-update k, pooled there until k rollouts' fill an update; both in
+     ps_update.py), the rollout's episodes counted, and the updated globals and the
+     counters brought back into the local copy, in one message each way per ps task;
   6. build_sync: the local init op, which syncs the local copy from the globals before any
      actor starts;
   7. the Saver of the chief's checkpoints, built last so it covers every variable
@@ -64,7 +64,6 @@ from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, EnvInfo
 from a3c_graph.core.learner import (
     LearnerUpdate,
-    build_optimizer,
     entropy_coef_now,
     learner_update,
     learning_rate_now,
@@ -74,8 +73,8 @@ from a3c_graph.core.normalization import (
     RETURN_SCOPE,
     ROLLOUT_FIELDS,
     LocalScale,
-    ObservationScale,
-    ObservationStatistics,
+    MeanStd,
+    RunningStatistics,
     return_sums,
     rollout_sums,
     scale_in,
@@ -84,6 +83,7 @@ from a3c_graph.core.rollout import RolloutQueue, build_rollout, episode_ended
 from a3c_graph.core.stats import Counters, EpisodeStats
 from a3c_graph.distributed import transfer
 from a3c_graph.distributed.cluster import TaskSpec
+from a3c_graph.distributed.ps_update import GradientPool, apply_to_globals, optimizer_state
 from a3c_graph.rundir import checkpoints
 
 tf1 = tf.compat.v1
@@ -130,12 +130,12 @@ class Globals:
     network: object
     global_step: tf.Variable
     stats: EpisodeStats
-    observations: ObservationStatistics | None = None
-    returns: ObservationStatistics | None = None
+    observations: RunningStatistics | None = None
+    returns: RunningStatistics | None = None
     # --rollouts-per-update above 1: each ps task's GradientPool, by its device.
     pools: dict[str, GradientPool] = dataclasses.field(default_factory=dict)
 
-    def running_statistics(self) -> list[ObservationStatistics]:
+    def running_statistics(self) -> list[RunningStatistics]:
         """The running statistics this run keeps, in the order every message carries them
         (LocalCopy.scales pairs with it)."""
         return [s for s in (self.observations, self.returns) if s is not None]
@@ -217,7 +217,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         counters = note_for_next_update(learner, counters, own_updates)
         fetches = train_fetches(learner, counters, queue)
         local_init_op = build_sync(globals_, local, learner.env_steps_seen)
-        state = optimizer_state(globals_, config)
+        state = optimizer_state(globals_.network.variables, globals_.global_step, config)
         saver = checkpoints.build_saver()
     return WorkerGraph(fetches, globals_.network, saver, local_init_op, state)
 
@@ -237,9 +237,9 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
     # tasks too: record() and counters() would then cross between ps tasks on every update.
     with tf1.device(global_step.device):
         stats = EpisodeStats(spec.num_workers)
-        observations = (ObservationStatistics(math.prod(info.obs_shape))
+        observations = (RunningStatistics(math.prod(info.obs_shape))
                         if config.normalize_observations else None)
-        returns = (ObservationStatistics(1, RETURN_SCOPE) if config.normalize_rewards
+        returns = (RunningStatistics(1, RETURN_SCOPE) if config.normalize_rewards
                    else None)
     pools = {}
     if config.rollouts_per_update > 1:
@@ -248,61 +248,6 @@ def build_globals(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
                 pools[device] = GradientPool([network.variables[i] for i in indices],
                                              tf1.DeviceSpec.from_string(device).task)
     return Globals(network, global_step, stats, observations, returns, pools)
-
-
-class GradientPool:
-    """Where one ps task pools k = --rollouts-per-update rollouts' gradients of its variables
-    into one update: a sum beside each variable and a count of the rollouts added.
-
-    Lock-free, as the ps's other updates: a worker adds its gradients, then the count; the
-    worker whose rollout brings the count to a multiple of k applies the mean of what the
-    sums hold then, and subtracts exactly what it read, so a gradient another worker adds
-    meanwhile stays for the next update: each is applied once. Never saved (no collection):
-    a checkpoint holds what it always held, and a resumed run starts with empty pools (at
-    most k - 1 rollouts' gradients are lost with a ps task)."""
-
-    def __init__(self, variables: list, ps_task: int | None):
-        with tf1.variable_scope("gradient_pool"):
-            self.sums = [tf1.Variable(tf.zeros(v.shape, v.dtype.base_dtype), trainable=False,
-                                      collections=[], use_resource=True,
-                                      name=v.op.name.replace("/", "_"))
-                         for v in variables]
-            self.count = tf1.Variable(tf.constant(0, tf.int64), trainable=False,
-                                      collections=[], use_resource=True,
-                                      name=f"rollouts_ps{ps_task or 0}")
-
-    def add(self, gradients: list, counts) -> tf.Tensor:
-        """Add a rollout's gradients and count it if `counts` (bool; a rollout at a learning
-        rate of 0, not finite or past the anneal, is left out, as the TF2 holder leaves
-        it). -> the count after it (int64)."""
-        def add_and_count():
-            added = [total.assign_add(g) for total, g in zip(self.sums, gradients)]
-            with tf.control_dependencies(added):
-                return self.count.assign_add(1)
-
-        return tf.cond(counts, add_and_count, self.count.read_value, name="add")
-
-    def apply_when_full(self, count, counted, k: int, apply_mean):
-        """apply_mean(mean gradients) if this rollout `counted` and its `count` (add's)
-        filled the pool, then the sums less what was applied; else nothing (a rollout left
-        out applies nothing, whatever the count it leaves). -> (the op, whether it filled
-        the pool: a bool tensor)."""
-        def apply():
-            pooled = [tf.identity(total.read_value()) for total in self.sums]
-            with tf.control_dependencies([apply_mean([p / k for p in pooled])]):
-                return tf.group(*(total.assign_sub(p) for total, p in zip(self.sums, pooled)))
-
-        filled = tf.logical_and(counted, tf.equal(tf.math.floormod(count, k), 0))
-        return tf.cond(filled, apply, tf.no_op, name="apply_when_full"), filled
-
-    def initialized(self) -> tf.Operation:
-        """Zeroes what is not initialized yet (a new ps task), and leaves the rest: each
-        worker's local init op runs it."""
-        ops = []
-        for variable in [*self.sums, self.count]:
-            ops.append(tf.cond(tf1.is_variable_initialized(variable), tf.no_op,
-                               lambda v=variable: tf.group(v.assign(tf.zeros(v.shape, v.dtype)))))
-        return tf.group(*ops)
 
 
 def build_local_copy(info: EnvInfo, config: A3CConfig) -> LocalCopy:
@@ -541,9 +486,9 @@ def refresh_local_copy(local: LocalCopy, globals_: Globals, shards: list[PsShard
                                "refresh_local"),
                      local.version.assign(counters.global_step)]
         scales = after_variables[len(Counters._fields) + 1:]
-        width = len(ObservationScale._fields)  # mean, std
+        width = len(MeanStd._fields)  # mean, std
         for k, copy in enumerate(local.scales()):
-            refreshed.append(copy.assign(ObservationScale(*scales[width * k:width * (k + 1)])))
+            refreshed.append(copy.assign(MeanStd(*scales[width * k:width * (k + 1)])))
         with tf.control_dependencies(refreshed):
             return Counters(*(tf.identity(value) for value in counters)), own_updates
 
@@ -576,54 +521,6 @@ def train_fetches(learner: Learner, counters: Counters, queue: RolloutQueue) -> 
         lag_apply=lag_apply,
         finished_returns=learner.finished_returns, finished_lengths=learner.finished_lengths,
         **update.parts)
-
-
-def apply_to_globals(gradients, variables, learning_rate, config: A3CConfig,
-                     global_step=None, ps_task: int | None = None):
-    """The update of --optimizer (core/learner.build_optimizer) of `variables` by
-    `gradients` (one per variable) at `learning_rate`, where the variables live. Each ps
-    task gets an optimizer of its own (see exchange_with_ps), so Adam's beta powers sit
-    beside its variables; the first ps task's slots are named plainly ("Adam"), the
-    others' after their task ("Adam_ps1"), the names every checkpoint holds."""
-    suffix = "" if ps_task is None else f"_ps{ps_task}"
-    return build_optimizer(config, learning_rate, suffix).apply_gradients(
-        zip(gradients, variables), global_step=global_step)
-
-
-def optimizer_state(globals_: Globals, config: A3CConfig) -> dict:
-    """The optimizers' state on the ps as a few scalars (TensorBoard's optimizer/ tags).
-
-    Adam: the root mean square over all weights of its first moment m and of sqrt(v), and
-    of the step it takes now in units of the learning rate, m_hat / (sqrt(v_hat) + epsilon)
-    (bias-corrected at t = global step): 1 means every weight moves by a full learning rate
-    each update. RMSProp: the root mean square of sqrt(mean square). A slot is found by its
-    name, "<variable>/<optimizer>[_ps<k>][_1]" (the names every checkpoint holds)."""
-    by_name = {v.op.name: v for v in tf1.global_variables()}
-    sums: dict[str, list] = {"first": [], "second": [], "step": []}
-    t = tf.cast(globals_.global_step.read_value(), tf.float32)
-    for variable in globals_.network.variables:
-        slots = sorted(name for name in by_name if name.startswith(variable.op.name + "/"))
-        if not slots:
-            return {}
-        first = by_name[next(name for name in slots if not name.endswith("_1"))]
-        with tf1.device(variable.device):
-            if config.optimizer == "adam":
-                second = by_name[next(name for name in slots if name.endswith("_1"))]
-                m_hat = first / (1.0 - tf.pow(config.adam_beta1, t))
-                v_hat = second / (1.0 - tf.pow(0.999, t))
-                sums["first"].append(tf.reduce_sum(tf.square(first)))
-                sums["second"].append(tf.reduce_sum(second))
-                sums["step"].append(tf.reduce_sum(tf.square(
-                    m_hat / (tf.sqrt(v_hat) + config.adam_epsilon))))
-            else:
-                sums["second"].append(tf.reduce_sum(first))
-    count = float(sum(v.shape.num_elements() for v in globals_.network.variables))
-    names = {"first": "optimizer/m_rms", "second": "optimizer/sqrt_v_rms",
-             "step": "optimizer/step_rms_in_lr"}
-    if config.optimizer != "adam":
-        names["second"] = "optimizer/sqrt_mean_square_rms"
-    return {names[key]: tf.sqrt(tf.add_n(parts) / count)
-            for key, parts in sums.items() if parts}
 
 
 def build_sync(globals_: Globals, local: LocalCopy, env_steps_seen) -> tf.Operation:

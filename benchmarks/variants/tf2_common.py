@@ -42,7 +42,7 @@ from a3c_graph.core import model as graph_model
 from a3c_graph.core.config import A3CConfig, resolve_policy
 from a3c_graph.core.envs import EnvInfo, env_info, env_options
 from a3c_graph.core.learner import build_optimizer, learner_loss
-from a3c_graph.core.normalization import ROLLOUT_FIELDS, ObservationScale, scale_in, scale_of
+from a3c_graph.core.normalization import ROLLOUT_FIELDS, MeanStd, scale_in, scale_of
 from a3c_graph.core.rollout import RolloutField, RolloutRecorder, episode_ended
 from benchmarks.variants.tf2_run import RunStats
 
@@ -136,8 +136,8 @@ class LocalScale:
         self.mean = tf.Variable(tf.zeros([obs_dim]), trainable=False)
         self.std = tf.Variable(tf.ones([obs_dim]), trainable=False)
 
-    def read(self) -> ObservationScale:
-        return ObservationScale(tf.identity(self.mean.read_value()),
+    def read(self) -> MeanStd:
+        return MeanStd(tf.identity(self.mean.read_value()),
                                 tf.identity(self.std.read_value()))
 
     def assign(self, scale) -> None:
@@ -355,13 +355,13 @@ class ParameterHolder:
                 self.weights.spec, tf.TensorSpec([], tf.float32)])
             self._apply.get_concrete_function()  # traced in start-up
         # --normalize-observations: the sums of every observation the workers acted on, the
-        # graph's ObservationStatistics (normalization.py), added to as each result arrives.
+        # graph's RunningStatistics (normalization.py), added to as each result arrives.
         self.observation_sums = (_no_sums(int(np.prod(info.obs_shape)))
                                  if config.normalize_observations else None)
         # --normalize-rewards: the discounted returns' sums, the graph's return statistics.
         self.return_sums = _no_sums(1) if config.normalize_rewards else None
         # --rollouts-per-update k: the sum of the gradients pooled since the last update and
-        # how many, the graph's GradientPool (worker_graph.py).
+        # how many, the graph's GradientPool (distributed/ps_update.py).
         self.pool, self.pooled = np.zeros(self.weights.size, np.float32), 0
 
     def scale(self) -> tuple | None:

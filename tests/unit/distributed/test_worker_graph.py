@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvBatch, env_info
-from a3c_graph.distributed import worker_graph
+from a3c_graph.distributed import ps_update, worker_graph
 from a3c_graph.distributed.cluster import TaskSpec
 
 # ---------------------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_a_pool_of_three_applies_the_mean_of_the_rollouts_that_count_and_only_th
     the pool is empty after it."""
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
         weight = tf.compat.v1.Variable([0.0, 0.0], use_resource=True)
-        pool = worker_graph.GradientPool([weight], ps_task=0)
+        pool = ps_update.GradientPool([weight], ps_task=0)
         gradient = tf.compat.v1.placeholder(tf.float32, [2])
         counts = tf.compat.v1.placeholder(tf.bool, [])
         applied_mean = tf.compat.v1.Variable([-1.0, -1.0], use_resource=True)
