@@ -338,22 +338,26 @@ class StepWatchdog:
 
 def is_duplicate_request(error: BaseException) -> bool:
     """Whether `error` is a task's refusal of a request whose id it had seen: an AbortedError
-    (by its code, so TF need not be imported) saying "request was received twice". The
-    task that refused it is alive and ran nothing of it (see the module docstring)."""
-    return getattr(error, "error_code", None) == ABORTED and DUPLICATE_REQUEST in str(error)
+    (by its code, so TF need not be imported) saying "request was received twice", or a
+    CancelledError that carries it (the step's part on the worker, a dequeue waiting for a
+    rollout, cancelled because the ps refused its part: seen on a loaded 2-core machine with
+    16 workers). The task that refused it is alive and ran nothing of it (see the module
+    docstring)."""
+    return (getattr(error, "error_code", None) in (ABORTED, CANCELLED)
+            and DUPLICATE_REQUEST in str(error))
 
 
 def describe_duplicate(error: BaseException) -> str:
     """One short line for a refused duplicate request: TF's message carries the whole
     request, which can run to kilobytes."""
-    text = str(error)
-    if getattr(error, "error_code", None) == CANCELLED:
+    refusal = re.search(r"(?:From (/job:[^:]+:\d+/task:\d+):\s*)?"
+                        r"The same (.+?) request was received twice", str(error))
+    if refusal is None and getattr(error, "error_code", None) == CANCELLED:
         return "the step run again after a refused duplicate request was cancelled"
-    task = re.search(r"From (/job:[^:]+:\d+/task:\d+)", text)
-    method = re.search(r"The same (.+?) request was received twice", text)
-    return (f"{task.group(1) if task else 'a task'} refused "
-            f"{'a ' + method.group(1) if method else 'a'} request as one it had already "
-            "received (a repeated request id, docs/operations.md), and ran none of it")
+    task, method = refusal.groups() if refusal else (None, None)
+    return (f"{task or 'a task'} refused {'a ' + method if method else 'a'} request as one it "
+            "had already received (a repeated request id, docs/operations.md), and ran none "
+            "of it")
 
 
 def retry_duplicates(run: Callable[[], T], on_duplicate: Callable[[BaseException, int], None]
