@@ -11,7 +11,7 @@ build_worker_graph reads as the algorithm does:
   4. build_learner: a rollout dequeued, its A3C loss and clipped gradients on the weights
      that acted it (core/learner.py), and the learning rate of this update;
   5. exchange_with_ps: the gradients applied to the globals by --optimizer on each ps task
-     (with --rollouts-per-update k, pooled there until k rollouts' fill an update; both in
+     (with --rollouts-per-update k, pooled there until k rollouts fill an update; both in
      ps_update.py), the rollout's episodes counted, and the updated globals and the
      counters brought back into the local copy, in one message each way per ps task;
   6. build_sync: the local init op, which syncs the local copy from the globals before any

@@ -157,7 +157,7 @@ MUTATIONS = [
              "tests/unit/core/test_learner.py::test_a_stale_update_applies_at_the_rate_scaled_by_"
              "tolerance_over_lag[30-4.0-samples8-0.003771236166328254]",
              "the tolerated lag the same for updates of 20 samples as of 160"),
-    Mutation("pool-applies-every-rollout", "a3c_graph/distributed/worker_graph.py",
+    Mutation("pool-applies-every-rollout", "a3c_graph/distributed/ps_update.py",
              "filled = tf.logical_and(counted, tf.equal(tf.math.floormod(count, k), 0))",
              "filled = tf.constant(True)",
              "tests/cluster/test_worker_graph_cluster.py::test_pooled_rollouts_apply_once_the_"
