@@ -4,6 +4,7 @@ frames and against minutes)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from collections.abc import Mapping, Sequence
@@ -12,7 +13,7 @@ from typing import Any
 
 from a3c_graph.rundir.progress import write_atomic
 from benchmarks.harness.report import median, save_figure
-from benchmarks.suites.learning_tasks import Task
+from benchmarks.suites.learning_tasks import Curve, Task
 
 
 def worker_counts(records: Sequence[dict]) -> list[int]:
@@ -167,11 +168,19 @@ def write_results(out: Path, settings: dict, machine: dict, records: Sequence[di
     """results.json and results.md (rewritten after every run); returns the markdown."""
     summary = summarize(records, tasks)
     data = {"settings": settings, "machine": machine, "summary": summary,
-            "records": list(records)}
+            "records": [_stored(record) for record in records]}
     write_atomic(out / "results.json", json.dumps(data, indent=2) + "\n")
     text = markdown(settings, machine, summary, records)
     write_atomic(out / "results.md", text)
     return text
+
+
+def _stored(record: dict) -> dict:
+    """A record as results.json keeps it: its curve thinned (Curve.thinned); every figure
+    of the record was judged on the whole curve before."""
+    if not record.get("curve"):
+        return record
+    return {**record, "curve": dataclasses.asdict(Curve(**record["curve"]).thinned())}
 
 
 def median_curve(curves: Sequence[Sequence[tuple[float, float]]], points: int = 100

@@ -89,9 +89,14 @@ TASKS = {task.name: task for task in (
 
 # --------------------------------------------------------------------------- one run's curve
 
+# The points of a curve results.json keeps (Curve.thinned): a plot's resolution and more.
+STORED_POINTS = 2000
+
+
 @dataclass
 class Curve:
-    """A run's learning curve: one point per progress write of any worker, oldest first.
+    """A run's learning curve: one point per progress write of any worker, oldest first
+    (results.json keeps it thinned).
 
     seconds since launch, env steps, frames (env steps x frame skip), the cluster's mean
     return of the last 100 episodes, the lowest mean read since the worker's previous
@@ -127,6 +132,28 @@ class Curve:
 
     def first_reaching(self, target: float) -> int | None:
         return next((i for i, m in enumerate(self.mean_return) if m >= target), None)
+
+    def thinned(self, points: int = STORED_POINTS) -> Curve:
+        """The curve as results.json stores it: every worker writes the cluster's counters,
+        so 16 workers over hours make ~100k near-identical points. Kept: the first and the
+        last point, one at least every 1/`points` of the run's seconds, and every new best
+        mean, so the first point at or past any return is the full curve's; a dropped
+        point's dip goes into the next kept point's lowest."""
+        if len(self.seconds) <= points:
+            return self
+        spacing = (self.seconds[-1] - self.seconds[0]) / points
+        kept = Curve()
+        best, last_kept, dip = -math.inf, -math.inf, math.inf
+        for i, mean in enumerate(self.mean_return):
+            dip = min(dip, mean, self.lowest_return[i])
+            if not (mean > best or self.seconds[i] >= last_kept + spacing
+                    or i == len(self.seconds) - 1):
+                continue
+            for name in ("seconds", "env_steps", "frames", "mean_return", "entropy"):
+                getattr(kept, name).append(getattr(self, name)[i])
+            kept.lowest_return.append(dip)
+            best, last_kept, dip = max(best, mean), self.seconds[i], math.inf
+        return kept
 
 
 def judge(curve: Curve, task: Task) -> dict[str, Any]:

@@ -50,6 +50,37 @@ def test_a_resumed_run_counts_the_training_time_of_its_pieces_and_its_frames_go_
     assert curve.frames == [16000, 36000, 36000, 36400, 56000]
 
 
+def _many_workers_history(workers=16, writes=1500):
+    """Every worker writes the cluster's counters every 2 s: a mean that climbs by a point
+    every 100 writes, with one dip to -30 between two writes."""
+    rows = []
+    for k in range(writes):
+        for w in range(workers):
+            t = 100.0 + 2.0 * k + 0.1 * w
+            mean = -21.0 + k // 100 + 0.01 * w
+            rows.append(_row(t, 1000 * k + w, mean, lowest=-30.0 if k == 750 and w == 3
+                             else None))
+    return rows
+
+
+def test_results_json_keeps_a_thinned_curve_with_the_same_first_readings_and_dips(tmp_path):
+    full = Curve.from_history(_many_workers_history(), launches=[100.0], frame_skip=4)
+    record = {"task": "pong", "env": "ALE/Pong-v5", "seed": 0, "target": 18.0, "floor": None,
+              "curve": dataclasses.asdict(full), "wall_s": 3000.0, "steps_per_sec": 500.0,
+              **judge(full, TASKS["pong"])}
+    settings = {"tasks": ["pong"], "seeds": 1, "workers": 16, "a3c_flags": []}
+    learning.write_results(tmp_path, settings, MACHINE, [record], [TASKS["pong"]])
+    stored = Curve(**json.loads((tmp_path / "results.json").read_text())["records"][0]["curve"])
+    assert len(full.seconds) == 24_000 and len(stored.seconds) < 2_400
+    for level in (-21.0, -15.0, -10.0, -7.9, -6.9):
+        i, j = full.first_reaching(level), stored.first_reaching(level)
+        assert stored.frames[j] == full.frames[i], level
+    assert stored.frames[-1] == full.frames[-1]
+    assert stored.mean_return[-1] == full.mean_return[-1]
+    assert min(stored.lowest_return) == -30.0  # the dip between two writes is not lost
+    assert record["curve"]["frames"] == full.frames  # the record in memory keeps it whole
+
+
 def _stability_curve(means, lowest=None):
     rows = [_row(float(t), 1000 * t, m, None if lowest is None else lowest[t])
             for t, m in enumerate(means)]
