@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from a3c_graph.core.config import A3CConfig, resolve_config
@@ -149,7 +149,7 @@ class Curve:
             if not (mean > best or self.seconds[i] >= last_kept + spacing
                     or i == len(self.seconds) - 1):
                 continue
-            for name in ("seconds", "env_steps", "frames", "mean_return", "entropy"):
+            for name in (f.name for f in fields(self) if f.name != "lowest_return"):
                 getattr(kept, name).append(getattr(self, name)[i])
             kept.lowest_return.append(dip)
             best, last_kept, dip = max(best, mean), self.seconds[i], math.inf
