@@ -254,6 +254,17 @@ def envs_per_worker(cluster_envs: int | None, workers: int) -> int | None:
     return None if cluster_envs is None else max(1, cluster_envs // workers)
 
 
+def _settings(args: argparse.Namespace, tasks: Sequence[Task],
+              given: dict[str, Any]) -> dict[str, Any]:
+    """The suite's plan as results.json records it."""
+    counts = args.workers
+    return {"tasks": [t.name for t in tasks], "seeds": args.seeds,
+            "workers": counts[0] if len(counts) == 1 else counts,
+            "cluster_envs": args.cluster_envs,
+            "a3c_flags": [f"--{k.replace('_', '-')}={v}" for k, v in given.items()],
+            "command": "python -m benchmarks.learning " + " ".join(args.argv)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, tasks, configs, given = parse_args(argv)
@@ -264,27 +275,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                / f"learning-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     counts = args.workers
-    settings = {"tasks": [t.name for t in tasks], "seeds": args.seeds,
-                "workers": counts[0] if len(counts) == 1 else counts,
-                "cluster_envs": args.cluster_envs,
-                "a3c_flags": [f"--{k.replace('_', '-')}={v}" for k, v in given.items()],
-                "command": "python -m benchmarks.learning " + " ".join(args.argv)}
-    machine = machine_info()
+    settings = _settings(args, tasks, given)
     records: list[dict] = []
     interrupted = False
     base_seed = int(given.get("seed", 0))
-    runs = [(task, workers, base_seed + s) for task in tasks for workers in counts
-            for s in range(args.seeds)]
+    runs = [(task, workers, base_seed + s,
+             RunSpec("graph", base_seed + s, workers, 0, task.name,
+                     envs_per_worker(args.cluster_envs, workers)).name)
+            for task in tasks for workers in counts for s in range(args.seeds)]
     finished = resume.finished_records(out) if args.resume else {}
-    if not args.resume:
+    machine = machine_info()
+    if args.resume:
+        machine = resume.machine(out, machine, any(name not in finished for *_, name in runs))
+    else:
         resume.save_command(out, [a for a in args.argv if a != "--out" and a != args.out])
     try:
-        for i, (task, workers, seed) in enumerate(runs, 1):
+        for i, (task, workers, seed, name) in enumerate(runs, 1):
             config = dataclasses.replace(configs[task.name], seed=seed)
             envs = envs_per_worker(args.cluster_envs, workers)
             what = f"{task.name} seed {seed}" + (f", {workers} workers" if len(counts) > 1
                                                  else "")
-            done = finished.get(RunSpec("graph", seed, workers, 0, task.name, envs).name)
+            done = finished.get(name)
             if done is not None:
                 print(f"[{i}/{len(runs)}] {what}: finished before: {_run_line(done)}",
                       flush=True)

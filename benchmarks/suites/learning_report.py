@@ -158,7 +158,10 @@ def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
     flags = " ".join(settings["a3c_flags"]) or "(none: every task's defaults)"
     lines += ["", f"A3C flags given to every task: {flags}.",
               f"Machine: {machine['cpu_count']} cores, {machine['memory_gb']} GB, load "
-              f"{machine['load_average_at_start']} at start; Python {machine['python']}, "
+              f"{machine['load_average_at_start']} at start"
+              + "".join(f", {load} at a resume" for load in
+                        machine.get("load_average_at_resumes", []))
+              + f"; Python {machine['python']}, "
               f"TF {machine['versions']['tensorflow']}.", ""]
     return "\n".join(lines)
 

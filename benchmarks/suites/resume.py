@@ -52,6 +52,21 @@ def finished_records(out: Path) -> dict[str, dict]:
             and r.get("exit_code") not in (None, 130, 143)}
 
 
+def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:
+    """The machine as <out>/results.json recorded it when the suite started (`now` if there
+    is none), with the load now added to its loads at a resume when a run goes on: a
+    resume that only rewrites the results keeps the record as the run left it."""
+    try:
+        kept = json.loads((out / "results.json").read_text(encoding="utf-8"))["machine"]
+        kept["load_average_at_start"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return now
+    if resumes_a_run:
+        kept["load_average_at_resumes"] = [*kept.get("load_average_at_resumes", []),
+                                           now["load_average_at_start"]]
+    return kept
+
+
 def trained_seconds(logdir: Path) -> float:
     """Seconds the run in `logdir` has trained over all its pieces: the run's own clock
     (run_clock) with the first piece's start-up left out too."""

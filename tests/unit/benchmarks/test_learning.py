@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import colored_pixels, untrained_run
 
-from benchmarks.suites import learning
-from benchmarks.suites.learning_report import median_curve
+from benchmarks.harness.one_run import RunSpec
+from benchmarks.suites import learning, resume
+from benchmarks.suites.learning_report import markdown, median_curve
 from benchmarks.suites.learning_tasks import TASKS, Curve, judge
 
 REPO = Path(__file__).resolve().parents[3]
@@ -85,6 +86,36 @@ def _stability_curve(means, lowest=None):
     rows = [_row(float(t), 1000 * t, m, None if lowest is None else lowest[t])
             for t, m in enumerate(means)]
     return Curve.from_history(rows, launches=[0.0], frame_skip=1)
+
+
+def test_resume_keeps_the_machine_the_suite_started_on_and_adds_the_load_at_a_resume(
+        tmp_path, capsys):
+    """The results' machine line is the start's: --resume on a finished suite rewrites the
+    results without touching it; a resume that goes on a run adds the load it found."""
+    task = TASKS["cartpole"]
+    curve = _stability_curve([100, 480, 500])
+    name = RunSpec("graph", 0, 2, 0, "cartpole", None).name
+    record = {"name": name, "task": "cartpole", "env": "CartPole-v1", "seed": 0, "workers": 2,
+              "target": 475.0, "curve": curve.__dict__, "wall_s": 60.0,
+              "steps_per_sec": 2000.0, "exit_code": 0, "stop_reason": "target",
+              **judge(curve, task)}
+    settings = {"tasks": ["cartpole"], "seeds": 1, "workers": 2, "a3c_flags": []}
+    started = {**MACHINE, "load_average_at_start": [7.5, 7.0, 6.5]}
+    learning.write_results(tmp_path, settings, started, [record], [task])
+    resume.save_command(tmp_path, ["--tasks", "cartpole", "--seeds", "1"])
+
+    assert learning.main(["--resume", "--out", str(tmp_path)]) == 0
+    assert "finished before" in capsys.readouterr().out
+    assert json.loads((tmp_path / "results.json").read_text())["machine"] == started
+    assert "load [7.5, 7.0, 6.5] at start; Python" in (tmp_path / "results.md").read_text()
+
+    now = {**MACHINE, "load_average_at_start": [1.25, 2.0, 3.0]}
+    goes_on = resume.machine(tmp_path, now, resumes_a_run=True)
+    assert goes_on["load_average_at_start"] == [7.5, 7.0, 6.5]
+    assert goes_on["load_average_at_resumes"] == [[1.25, 2.0, 3.0]]
+    line = markdown(settings, goes_on, {}, [])
+    assert "load [7.5, 7.0, 6.5] at start, [1.25, 2.0, 3.0] at a resume; Python" in line
+    assert resume.machine(tmp_path / "none", now, resumes_a_run=True) == now
 
 
 def test_a_policy_that_stays_above_the_floor_after_the_target_holds():
