@@ -58,8 +58,9 @@ def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:
     resume that only rewrites the results keeps the record as the run left it."""
     try:
         kept = json.loads((out / "results.json").read_text(encoding="utf-8"))["machine"]
-        kept["load_average_at_start"]
     except (OSError, ValueError, KeyError, TypeError):
+        return now
+    if not isinstance(kept, dict) or "load_average_at_start" not in kept:
         return now
     if resumes_a_run:
         kept["load_average_at_resumes"] = [*kept.get("load_average_at_resumes", []),
