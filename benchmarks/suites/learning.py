@@ -58,7 +58,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from a3c_graph.core.config import A3CConfig, add_config_arguments
 from a3c_graph.core.run_spec import resolve_run
@@ -254,6 +254,29 @@ def envs_per_worker(cluster_envs: int | None, workers: int) -> int | None:
     return None if cluster_envs is None else max(1, cluster_envs // workers)
 
 
+class PlannedRun(NamedTuple):
+    """One run of the suite: a task's seed with `workers` workers of `envs` envs each (None:
+    the preset's), and the run's name (its directory under runs/, and its key on --resume)."""
+    task: Task
+    workers: int
+    seed: int
+    envs: int | None
+    name: str
+
+
+def plan(tasks: Sequence[Task], counts: Sequence[int], seeds: int, base_seed: int,
+         cluster_envs: int | None) -> list[PlannedRun]:
+    """The suite's runs in the order they run: task, then worker count, then seed."""
+    runs = []
+    for task in tasks:
+        for workers in counts:
+            envs = envs_per_worker(cluster_envs, workers)
+            for seed in range(base_seed, base_seed + seeds):
+                name = RunSpec("graph", seed, workers, 0, task.name, envs).name
+                runs.append(PlannedRun(task, workers, seed, envs, name))
+    return runs
+
+
 def _settings(args: argparse.Namespace, tasks: Sequence[Task],
               given: dict[str, Any]) -> dict[str, Any]:
     """The suite's plan as results.json records it."""
@@ -278,21 +301,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = _settings(args, tasks, given)
     records: list[dict] = []
     interrupted = False
-    base_seed = int(given.get("seed", 0))
-    runs = [(task, workers, base_seed + s,
-             RunSpec("graph", base_seed + s, workers, 0, task.name,
-                     envs_per_worker(args.cluster_envs, workers)).name)
-            for task in tasks for workers in counts for s in range(args.seeds)]
+    runs = plan(tasks, counts, args.seeds, int(given.get("seed", 0)), args.cluster_envs)
     finished = resume.finished_records(out) if args.resume else {}
     machine = machine_info()
     if args.resume:
-        machine = resume.machine(out, machine, any(name not in finished for *_, name in runs))
+        machine = resume.machine(out, machine, any(run.name not in finished for run in runs))
     else:
         resume.save_command(out, [a for a in args.argv if a != "--out" and a != args.out])
     try:
-        for i, (task, workers, seed, name) in enumerate(runs, 1):
+        for i, (task, workers, seed, envs, name) in enumerate(runs, 1):
             config = dataclasses.replace(configs[task.name], seed=seed)
-            envs = envs_per_worker(args.cluster_envs, workers)
             what = f"{task.name} seed {seed}" + (f", {workers} workers" if len(counts) > 1
                                                  else "")
             done = finished.get(name)

@@ -209,8 +209,11 @@ def test_a_sweep_over_workers_reports_each_count_and_plots_the_tasks_against_it(
 @pytest.mark.parametrize("counts, envs", [("2", None), ("1,2,4,8,16", 16), ("16,32", 16)])
 def test_cluster_envs_spreads_the_envs_over_the_workers(counts, envs):
     expected = {"2": [None], "1,2,4,8,16": [16, 8, 4, 2, 1], "16,32": [1, 1]}[counts]
-    assert [learning.envs_per_worker(envs, w)
-            for w in learning._worker_counts(counts)] == expected
+    runs = learning.plan([TASKS["cartpole"]], learning._worker_counts(counts), seeds=2,
+                         base_seed=3, cluster_envs=envs)
+    assert [run.envs for run in runs[::2]] == expected
+    assert [run.seed for run in runs] == [3, 4] * len(expected)
+    assert len({run.name for run in runs}) == len(runs)  # each run its own directory
 
 
 @pytest.mark.parametrize("argv, message", [
