@@ -85,14 +85,12 @@ PROG = "benchmarks.learning"
 
 # --------------------------------------------------------------------------- the suite
 
-def run_task(task: Task, config: A3CConfig, seed: int, workers: int, out: Path,
-             envs_per_worker: int | None = None) -> dict:
-    """One seed of one task with `workers` workers (of `envs_per_worker` envs each; None:
-    the task's preset), through the launcher; its record with curve and verdict. A run cut
-    off earlier (its log dir is there) goes on from its checkpoint (resume.py), with what is
-    left of its time budget."""
-    spec = RunSpec("graph", seed, workers, config.max_seconds, phase=task.name,
-                   envs_per_worker=envs_per_worker)
+def run_task(run: PlannedRun, config: A3CConfig, out: Path) -> dict:
+    """One planned run (a seed of a task with its workers and envs), through the launcher;
+    its record with curve and verdict. A run cut off earlier (its log dir is there) goes on
+    from its checkpoint (resume.py), with what is left of its time budget."""
+    task = run.task
+    spec = dataclasses.replace(run.spec, max_seconds=config.max_seconds)
     logdir = out / "runs" / spec.name
     earlier_wall = 0.0  # the wall seconds of the pieces before this one
     if logdir.exists():
@@ -255,26 +253,24 @@ def envs_per_worker(cluster_envs: int | None, workers: int) -> int | None:
 
 
 class PlannedRun(NamedTuple):
-    """One run of the suite: a task's seed with `workers` workers of `envs` envs each (None:
-    the preset's), and the run's name (its directory under runs/, and its key on --resume)."""
+    """One run of the suite: a task's seed, as the harness runs it (`spec`: the seed, the
+    workers, their envs, the run's name: its directory under runs/ and its key on --resume;
+    its time budget is the task's config's, set when it runs)."""
     task: Task
-    workers: int
-    seed: int
-    envs: int | None
-    name: str
+    spec: RunSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
 
 def plan(tasks: Sequence[Task], counts: Sequence[int], seeds: int, base_seed: int,
          cluster_envs: int | None) -> list[PlannedRun]:
     """The suite's runs in the order they run: task, then worker count, then seed."""
-    runs = []
-    for task in tasks:
-        for workers in counts:
-            envs = envs_per_worker(cluster_envs, workers)
-            for seed in range(base_seed, base_seed + seeds):
-                name = RunSpec("graph", seed, workers, 0, task.name, envs).name
-                runs.append(PlannedRun(task, workers, seed, envs, name))
-    return runs
+    return [PlannedRun(task, RunSpec("graph", seed, workers, 0, task.name,
+                                     envs_per_worker(cluster_envs, workers)))
+            for task in tasks for workers in counts
+            for seed in range(base_seed, base_seed + seeds)]
 
 
 def _settings(args: argparse.Namespace, tasks: Sequence[Task],
@@ -309,18 +305,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         resume.save_command(out, [a for a in args.argv if a != "--out" and a != args.out])
     try:
-        for i, (task, workers, seed, envs, name) in enumerate(runs, 1):
+        for i, run in enumerate(runs, 1):
+            task, seed, workers = run.task, run.spec.seed, run.spec.workers
             config = dataclasses.replace(configs[task.name], seed=seed)
             what = f"{task.name} seed {seed}" + (f", {workers} workers" if len(counts) > 1
                                                  else "")
-            done = finished.get(name)
+            done = finished.get(run.name)
             if done is not None:
                 print(f"[{i}/{len(runs)}] {what}: finished before: {_run_line(done)}",
                       flush=True)
                 records.append(done)
                 continue
             print(f"[{i}/{len(runs)}] {what} ({config.env}) ...", flush=True)
-            record = run_task(task, config, seed, workers, out, envs)
+            record = run_task(run, config, out)
             records.append(record)
             print(f"[{i}/{len(runs)}] {what}: {_run_line(record)}", flush=True)
             write_results(out, settings, machine, records, tasks)

@@ -211,8 +211,9 @@ def test_cluster_envs_spreads_the_envs_over_the_workers(counts, envs):
     expected = {"2": [None], "1,2,4,8,16": [16, 8, 4, 2, 1], "16,32": [1, 1]}[counts]
     runs = learning.plan([TASKS["cartpole"]], learning._worker_counts(counts), seeds=2,
                          base_seed=3, cluster_envs=envs)
-    assert [run.envs for run in runs[::2]] == expected
-    assert [run.seed for run in runs] == [3, 4] * len(expected)
+    assert [run.spec.envs_per_worker for run in runs[::2]] == expected
+    assert [run.spec.seed for run in runs] == [3, 4] * len(expected)
+    assert [run.spec.workers for run in runs[::2]] == learning._worker_counts(counts)
     assert len({run.name for run in runs}) == len(runs)  # each run its own directory
 
 
