@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -51,6 +52,17 @@ def pytest_terminal_summary(terminalreporter, config):
         seed = seed.removeprefix("default:")
         terminalreporter.write_line(f"random order seed {seed}: replay this order with "
                                     f"--random-order-seed={seed}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def autograph_sources_in_the_sessions_tmp(tmp_path_factory) -> Iterator[None]:
+    """TF's autograph writes each function it converts to a temp file that it deletes at
+    exit; a pytest-xdist worker leaves without running atexit, so a test process's files
+    go to the session's temp dir (which pytest prunes) instead of staying in /tmp."""
+    before = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("autograph-sources"))
+    yield
+    tempfile.tempdir = before
 
 
 @pytest.fixture(autouse=True)

@@ -132,24 +132,26 @@ def probe(cluster: dict) -> list[tuple[str, bool, str]]:
         calls_here.append(os.getpid())
         return np.float32(x + 1.0)
 
-    @tf.function
+    # autograph=False: straight-line functions, and autograph's source files, deleted at
+    # exit, would stay in the temp dir after the os._exit below.
+    @tf.function(autograph=False)
     def tf_ops():
         return weight + 1.0
 
-    @tf.function
+    @tf.function(autograph=False)
     def with_numpy_function():
         return tf.numpy_function(python_env_step, [weight.read_value()], tf.float32)
 
-    @tf.function
+    @tf.function(autograph=False)
     def with_py_function():
         return tf.py_function(lambda x: x + 1.0, [weight.read_value()], tf.float32)
 
-    @tf.function
+    @tf.function(autograph=False)
     def with_numpy_function_on_the_worker():
         with tf.device("/job:worker/task:0/device:CPU:0"):
             return tf.numpy_function(python_env_step, [weight.read_value()], tf.float32)
 
-    @tf.function
+    @tf.function(autograph=False)
     def with_numpy_function_for_its_effect_only():
         stepped = tf.numpy_function(python_env_step, [weight.read_value()], tf.float32)
         with tf.control_dependencies([stepped]):
