@@ -19,7 +19,7 @@ from benchmarks.suites import learning, resume
 from tests.support.launch_helpers import run_script
 
 CARTPOLE = ["--env", "CartPole-v1", "--target-return", "inf", "--checkpoint-secs", "1",
-            "--progress-secs", "0.5", "--max-steps", "400000"]
+            "--progress-secs", "0.5"]
 
 
 @pytest.mark.e2e
@@ -27,7 +27,9 @@ def test_a_run_stopped_midway_resumes_in_its_log_dir_and_its_curve_goes_on(tmp_p
                                                                           run_cleanup):
     logdir = tmp_path / "run"
     run_cleanup(logdir)
-    started = run_script("--background", "--logdir", str(logdir), *CARTPOLE)
+    # Its budget is far beyond where it is stopped.
+    started = run_script("--background", "--logdir", str(logdir), *CARTPOLE,
+                         "--max-steps", "400000")
     assert started.returncode == 0, started.stderr
     deadline = time.time() + 120
     while time.time() < deadline and not (checkpoint_step(logdir) > 0
@@ -38,10 +40,13 @@ def test_a_run_stopped_midway_resumes_in_its_log_dir_and_its_curve_goes_on(tmp_p
     first = read_history(logdir)
     steps_before = max(row["env_steps"] for row in first)
 
-    resumed = run_script("--logdir", str(logdir), *CARTPOLE, timeout=300)
+    # The second piece, with a budget of its own, goes 30k steps beyond the checkpoint.
+    budget = steps_before + 30_000
+    resumed = run_script("--logdir", str(logdir), *CARTPOLE, "--max-steps", str(budget),
+                         timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((logdir / "summary.json").read_text())
-    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= 400_000
+    assert summary["stop_reason"] == "max_steps" and summary["env_steps"] >= budget
     history = read_history(logdir)
     assert history[:len(first)] == first  # the curve's file goes on, nothing dropped
     launches = read_launches(logdir)
