@@ -41,8 +41,8 @@ PONG_TASKS = ("pong", "pong-deterministic")
 # The README's table: the sweep over worker counts; 2 and 16 workers' Pong seeds on the
 # atari preset (the entropy bonus annealed, 16 workers' rollouts pooled on the ps).
 SWEEP = HERE / "sweep"
-PONG_RECORDS = [*(HERE / "pong-2-workers-entropy-annealed" / f"seed-{seed}" for seed in range(3)),
-                *(HERE / "pong-16-workers-entropy-annealed" / f"seed-{seed}" for seed in range(3))]
+PONG_RECORDS = [HERE / f"pong-{workers}-workers-entropy-annealed" / f"seed-{seed}"
+                for workers in (2, 16) for seed in range(3)]
 
 
 def sweep_figures(sweep: Path) -> dict[str, dict[int, list[float | None]]]:
