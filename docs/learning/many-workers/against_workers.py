@@ -1,14 +1,17 @@
 """Data efficiency against workers, as the A3C paper sets it against its threads: the
 README's table and against-workers.png, from committed records only.
 
-    python docs/learning/many-workers/against_workers.py [SWEEP_DIR PONG_RECORD...]
+    python docs/learning/many-workers/against_workers.py [SWEEP_DIR[,SWEEP_DIR...]
+        PONG_RECORD...]
 
 SWEEP_DIR: a learning suite's output (results.json) of the cartpole and breakout tasks over
 worker counts (`python -m benchmarks.learning --tasks cartpole,breakout --workers 1,2,4,8,16
---seeds 3`). PONG_RECORD: a learning suite's output of Pong runs (results.json; its records
-carry their worker count) or one run's record dir from scripts/launch_cluster.sh
-(summary.json, whose tasks give the worker count): frames to a mean return(100) of 18.
-Without arguments, the committed records the README's table comes from (SWEEP, PONG_RECORDS
+--seeds 3`); of several, comma-separated, a later one's run of a task, worker count and seed
+takes the place of an earlier one's (runs made again on a later agent). PONG_RECORD: a
+learning suite's output of Pong runs (results.json; its records carry their worker count) or
+one run's record dir from scripts/launch_cluster.sh (summary.json, whose tasks give the
+worker count): frames to a mean return(100) of 18.
+Without arguments, the committed records the README's table comes from (SWEEPS, PONG_RECORDS
 below; a test checks the README against them). Writes against-workers.md and
 against-workers.png beside this script; prints the table.
 """
@@ -40,18 +43,27 @@ PONG_TASKS = ("pong", "pong-deterministic")
 
 # The README's table: the sweep over worker counts; 2 and 16 workers' Pong seeds on the
 # atari preset (the entropy bonus annealed, 16 workers' rollouts pooled on the ps).
-SWEEP = HERE / "sweep"
+SWEEPS = [HERE / "sweep"]
 PONG_RECORDS = [HERE / f"pong-{workers}-workers-entropy-annealed" / f"seed-{seed}"
                 for workers in (2, 16) for seed in range(3)]
 
 
-def sweep_figures(sweep: Path) -> dict[str, dict[int, list[float | None]]]:
+def sweep_records(sweeps: list[Path]) -> list[dict]:
+    """The sweeps' finished runs, a later sweep's run of a task, worker count and seed in
+    place of an earlier one's; a run cut off (e.g. by the end of a session) is no figure,
+    and leaves none of an earlier sweep's in its place."""
+    runs = {}
+    for sweep in sweeps:
+        for record in json.loads((sweep / "results.json").read_text())["records"]:
+            runs[record["task"], record["workers"], record["seed"]] = record
+    return [runs[key] for key in sorted(runs) if runs[key]["exit_code"] == 0]
+
+
+def sweep_figures(sweeps: list[Path]) -> dict[str, dict[int, list[float | None]]]:
     """Per task and worker count each seed's figure: CartPole's env steps to its target
     (None if not reached), Breakout's last mean return(100) at the end of its budget."""
     figures: dict[str, dict[int, list]] = defaultdict(lambda: defaultdict(list))
-    for record in json.loads((sweep / "results.json").read_text())["records"]:
-        if record["exit_code"] != 0:  # cut off (e.g. by the end of a session): not a figure
-            continue
+    for record in sweep_records(sweeps):
         if record["task"] == "cartpole":
             figures["cartpole"][record["workers"]].append(
                 record["env_steps_to_target"] if record["reached"] else None)
@@ -137,14 +149,16 @@ def plot(figures: dict[str, dict[int, list]], out: Path) -> None:
     plt.close(fig)
 
 
-def figures_of(sweep: Path, pong: list[Path]) -> dict[str, dict[int, list]]:
-    return {**sweep_figures(sweep), "pong": pong_figures(pong)}
+def figures_of(sweeps: list[Path], pong: list[Path]) -> dict[str, dict[int, list]]:
+    return {**sweep_figures(sweeps), "pong": pong_figures(pong)}
 
 
 def main(argv: list[str]) -> int:
-    sweep, pong = (Path(argv[0]), [Path(p) for p in argv[1:]]) if argv else (SWEEP, PONG_RECORDS)
+    sweeps, pong = SWEEPS, PONG_RECORDS
+    if argv:
+        sweeps, pong = [Path(p) for p in argv[0].split(",")], [Path(p) for p in argv[1:]]
     try:
-        figures = figures_of(sweep, pong)
+        figures = figures_of(sweeps, pong)
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"against_workers.py: cannot read the records: {error}", file=sys.stderr)
         return 2

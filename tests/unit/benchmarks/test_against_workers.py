@@ -20,7 +20,7 @@ def _script():
 
 def test_the_readme_holds_the_table_the_committed_records_give():
     script = _script()
-    table = script.table(script.figures_of(script.SWEEP, script.PONG_RECORDS))
+    table = script.table(script.figures_of(script.SWEEPS, script.PONG_RECORDS))
     assert table in (REPO / "README.md").read_text(), (
         "render it with python docs/learning/many-workers/against_workers.py")
 
@@ -52,7 +52,7 @@ def test_cut_off_runs_are_left_out_and_a_seed_short_of_the_target_counts_as_the_
         _record("pong-deterministic", 16, 1, frames_to_target=None),
     ]}))
     script = _script()
-    table = script.table(script.figures_of(sweep, [pong]))
+    table = script.table(script.figures_of([sweep], [pong]))
     assert ("| CartPole-v1: env steps to a mean return(100) of 475 | 4 | 3 | "
             "300k, not reached, 200k | 300k |") in table
     assert "| MinAtar Breakout: mean return(100) at 5M frames | 4 | 1 | 12.0 | 12.0 |" in table
@@ -66,3 +66,20 @@ def test_unreadable_records_end_in_one_line_and_status_2(tmp_path, capsys):
     assert status == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("against_workers.py: cannot read the records")
+
+
+def test_a_later_sweeps_run_takes_the_place_of_the_earlier_ones_of_its_seed(tmp_path):
+    earlier, later = tmp_path / "earlier", tmp_path / "later"
+    for sweep, records in (
+            (earlier, [_record("cartpole", 4, seed, reached=True,
+                               env_steps_to_target=100_000 * (seed + 1)) for seed in range(3)]),
+            # made again on a later agent: seed 0 finished, seed 1 cut off, seed 2 not rerun
+            (later, [_record("cartpole", 4, 0, reached=True, env_steps_to_target=450_000),
+                     _record("cartpole", 4, 1, exit_code=143, reached=False,
+                             env_steps_to_target=None)])):
+        sweep.mkdir()
+        (sweep / "results.json").write_text(json.dumps({"records": records}))
+    script = _script()
+    table = script.table(script.figures_of([earlier, later], []))
+    assert ("| CartPole-v1: env steps to a mean return(100) of 475 | 4 | 2 | "
+            "450k, 300k | 375k |") in table
