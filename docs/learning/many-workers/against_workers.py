@@ -43,7 +43,8 @@ PONG_TASKS = ("pong", "pong-deterministic")
 
 # The README's table: the sweep over worker counts; 2 and 16 workers' Pong seeds on the
 # atari preset (the entropy bonus annealed, 16 workers' rollouts pooled on the ps).
-SWEEPS = [HERE / "sweep"]
+# The sweep, then its rows with pooled rollouts made again on the final agent (sweep/README.md).
+SWEEPS = [HERE / "sweep", HERE / "sweep-final-cartpole"]
 PONG_RECORDS = [HERE / f"pong-{workers}-workers-entropy-annealed" / f"seed-{seed}"
                 for workers in (2, 16) for seed in range(3)]
 
