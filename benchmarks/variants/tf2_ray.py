@@ -26,15 +26,20 @@ Ray is started locally (`address="local"`: never someone else's cluster) with nu
 no dashboard and quiet logs, in a private network (benchmarks.common.enter_private_network:
 Ray's servers listen on every interface and authenticate no one); at the end
 `ray.shutdown()` and every process Ray started (gcs_server, raylet, workers, agents: all
-descendants of the driver) is checked by pid and ended if still there. Files and exit
-status as benchmarks.variants.tf2_multiprocessing.
+descendants of the driver) is checked by pid and ended if still there. The actors' TMPDIR
+is a directory of the run's own, removed at the end: Ray ends its actors without their exit
+handlers, where TF would delete the source its autograph writes for every tf.function (Ray's
+own session logs stay where Ray keeps them, RAY_TMPDIR or /tmp/ray). Files and exit status
+as benchmarks.variants.tf2_multiprocessing.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,11 +116,19 @@ class WorkerActor:
                                 lambda: False)
 
 
-def start_ray(num_cpus: int) -> None:
+class RayDidNotStart(ray.exceptions.RayError):
+    pass
+
+
+def start_ray(num_cpus: int, actors_temp_dir: str) -> None:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage report over the network
-    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
-             logging_level=logging.ERROR, log_to_driver=False,
-             object_store_memory=OBJECT_STORE_BYTES)
+    try:
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False,
+                 logging_level=logging.ERROR, log_to_driver=False,
+                 object_store_memory=OBJECT_STORE_BYTES,
+                 runtime_env={"env_vars": {"TMPDIR": actors_temp_dir}})
+    except Exception as error:  # ray.init's own are plain Exceptions (a start-up timed out)
+        raise RayDidNotStart(error) from error
 
 
 def wait_for_workers(pending: list, parameters, signals: StopSignals,
@@ -146,9 +159,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     signals.install()
     started = time.time()
     tf2_run.prepare_logdir(run.logdir)
+    actors_temp_dir = tempfile.mkdtemp(prefix=f"{VARIANT}-")
+    try:
+        exit_code, reason = run_on_ray(run, signals, started, actors_temp_dir)
+    finally:
+        shutil.rmtree(actors_temp_dir, ignore_errors=True)
+    tf2_run.write_summary(VARIANT, run, started, exit_code, reason)
+    return exit_code
+
+
+def run_on_ray(run: tf2_run.VariantRun, signals: StopSignals, started: float,
+               actors_temp_dir: str) -> tuple[int, str]:
+    """Ray started, the actors trained, Ray and all it started ended: (exit code, reason)."""
     exit_code, reason = EXIT_CRASH, "crash"
     try:
-        start_ray(num_cpus=run.workers + 1)
+        start_ray(run.workers + 1, actors_temp_dir)
         # Ray's core worker installs a crash handler for SIGTERM in the driver that kills it
         # on the spot; ours stops the actors in order and still writes the summary.
         signals.install()
@@ -160,8 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"target return {describe_target(run.config.target_return)}", flush=True)
         exit_code, reason = wait_for_workers(pending, parameters, signals, run, started)
     except ray.exceptions.RayError as error:
+        what = "Ray did not start" if isinstance(error, RayDidNotStart) else "an actor failed"
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        print(f"{PROG}: error: an actor failed: {first}", file=sys.stderr, flush=True)
+        print(f"{PROG}: error: {what}: {first}", file=sys.stderr, flush=True)
     finally:
         # Everything Ray started is a descendant of this process: remember them all before
         # shutdown, then make sure each is gone (by pid, never by name).
@@ -172,8 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if left:
             print(f"{PROG}: warning: ended Ray process(es) left after shutdown: "
                   f"{', '.join(left)}", file=sys.stderr, flush=True)
-    tf2_run.write_summary(VARIANT, run, started, exit_code, reason)
-    return exit_code
+    return exit_code, reason
 
 
 if __name__ == "__main__":
