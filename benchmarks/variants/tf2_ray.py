@@ -29,15 +29,14 @@ Ray's servers listen on every interface and authenticate no one); at the end
 descendants of the driver) is checked by pid and ended if still there. The actors' TMPDIR
 is a directory of the run's own, removed at the end: Ray ends its actors without their exit
 handlers, where TF would delete the source its autograph writes for every tf.function (Ray's
-own session logs stay where Ray keeps them, RAY_TMPDIR or /tmp/ray). Files and exit status
-as benchmarks.variants.tf2_multiprocessing.
+own session logs stay where Ray keeps them: ray/ in $RAY_TMPDIR, else $TMPDIR, else /tmp).
+Files and exit status as benchmarks.variants.tf2_multiprocessing.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -159,11 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     signals.install()
     started = time.time()
     tf2_run.prepare_logdir(run.logdir)
-    actors_temp_dir = tempfile.mkdtemp(prefix=f"{VARIANT}-")
-    try:
+    with tempfile.TemporaryDirectory(prefix=f"{VARIANT}-",
+                                     ignore_cleanup_errors=True) as actors_temp_dir:
         exit_code, reason = run_on_ray(run, signals, started, actors_temp_dir)
-    finally:
-        shutil.rmtree(actors_temp_dir, ignore_errors=True)
     tf2_run.write_summary(VARIANT, run, started, exit_code, reason)
     return exit_code
 
