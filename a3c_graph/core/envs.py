@@ -51,6 +51,7 @@ from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
 from a3c_graph.core.action_space import ActionSpace
 from a3c_graph.core.config import A3CConfig, is_atari, is_minatar
+from a3c_graph.system.cli import first_line
 
 ATARI_FRAME_SKIP = 4
 ATARI_NOOP_MAX = 30
@@ -146,9 +147,7 @@ def _spec(env_id: str):
     try:
         return gym.spec(env_id)
     except gym.error.Error as error:
-        text = str(error).strip()
-        first_line = text.splitlines()[0] if text else type(error).__name__
-        raise EnvError(f"unknown env id {env_id!r}: {first_line}") from None
+        raise EnvError(f"unknown env id {env_id!r}: {first_line(error)}") from None
 
 
 def make_env(env_id: str, render_mode: str | None = None, **options) -> gym.Env:

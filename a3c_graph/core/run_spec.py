@@ -19,6 +19,7 @@ from a3c_graph.core import envs
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.envs import EnvInfo
 from a3c_graph.core.network_spec import network_variables
+from a3c_graph.system.cli import first_line
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,7 @@ def resolve_run(config: A3CConfig) -> RunSpec:
     except envs.EnvError:
         raise
     except Exception as error:  # noqa: BLE001 - any env id a user types must end in one line
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ValueError(f"env {config.env!r} cannot be made: {first}") from None
+        raise ValueError(f"env {config.env!r} cannot be made: {first_line(error)}") from None
     network_variables(config, info.obs_shape, info.actions)  # its ValueError, if any
     return RunSpec(dataclasses.replace(config, target_return=target_return(config, info)), info)
 

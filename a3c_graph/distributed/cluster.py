@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from a3c_graph.system import process_env
+from a3c_graph.system.cli import first_line
 
 JOBS = ("ps", "worker")
 # `--cluster slurm` names the Slurm job step, not a file (a file called slurm: ./slurm).
@@ -210,8 +211,7 @@ def cluster_from_slurm(num_ps: int | None = None, port: int | None = None
             gpus_per_node=total, gpus_per_task=1, auto_set_gpu=False)
         cluster = resolver.cluster_spec().as_dict()
     except (RuntimeError, ValueError) as error:  # e.g. a step's variables that disagree
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ClusterError(f"--cluster slurm: {first}") from None
+        raise ClusterError(f"--cluster slurm: {first_line(error)}") from None
     job, index = resolver.get_task_info()
     cluster = validate_cluster(cluster, "--cluster slurm")
     address = cluster[job][index]

@@ -25,6 +25,8 @@ import time
 
 import tensorflow as tf
 
+from a3c_graph.system.cli import first_line
+
 tf1 = tf.compat.v1
 
 QUEUE_NAME = "workers_done"
@@ -57,7 +59,7 @@ def leave_token(target: str, graph, config, ops: list) -> str | None:
         with tf.compat.v1.Session(target, graph=graph, config=config) as session:
             session.run(ops, options=options)
     except tf.errors.OpError as error:
-        return (error.message.strip().splitlines() or [type(error).__name__])[0]
+        return first_line(error)
     return None
 
 

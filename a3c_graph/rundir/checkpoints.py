@@ -52,6 +52,7 @@ from a3c_graph.rundir.run_config import (
     data_files,
     read_checkpoint_state,
 )
+from a3c_graph.system.cli import first_line
 
 tf1 = tf.compat.v1
 # Variables whose first dimension is the number of workers (stats.EpisodeStats).
@@ -116,9 +117,7 @@ class _Damaged(Exception):
 
 
 def _tf_reason(error: Exception) -> str:
-    text = str(getattr(error, "message", None) or error).strip()
-    first = (text.splitlines() or [type(error).__name__])[0]
-    return first if len(first) <= 160 else first[:157] + "..."
+    return first_line(error, limit=160)
 
 
 def _open_checkpoint(prefix: str) -> dict[str, VariableSpec]:

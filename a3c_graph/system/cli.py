@@ -60,6 +60,14 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)" if self.help_hint else message)
 
 
+def first_line(error: BaseException, limit: int | None = None) -> str:
+    """The first line of what `error` says (a TF error's message, without its traceback of
+    ops), or its type's name if it says nothing; cut to `limit` characters with "..."."""
+    text = str(getattr(error, "message", None) or error).strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    return line if limit is None or len(line) <= limit else line[:limit - 3] + "..."
+
+
 def fail(prog: str, error: object, code: int = EXIT_USAGE) -> int:
     """Print the one error line of `prog` and return its exit status."""
     print(f"{prog}: error: {error}", file=sys.stderr, flush=True)

@@ -34,7 +34,7 @@ from a3c_graph.core.normalization import checkpointed_scale
 from a3c_graph.core.rollout import episode_ended
 from a3c_graph.rundir import checkpoints
 from a3c_graph.system import process_env
-from a3c_graph.system.cli import UsageError
+from a3c_graph.system.cli import UsageError, first_line
 from a3c_graph.system.devices import devices_that_ran
 from a3c_graph.trained.recording import record_replay, renders_apart
 
@@ -370,8 +370,8 @@ def _restore(saver, session, checkpoint: str) -> None:
         saver.restore(session, checkpoint)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
             tf.errors.DataLossError) as error:
-        first = str(error.message).strip().splitlines()[0]
-        raise UsageError(f"checkpoint {checkpoint} does not fit this network: {first}") from None
+        raise UsageError(f"checkpoint {checkpoint} does not fit this network: "
+                         f"{first_line(error)}") from None
 
 
 def write_gif(mp4: str, seconds: float, width: int = 160, speed: float = 1.0) -> str:

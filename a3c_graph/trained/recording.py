@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from a3c_graph.core.envs import make_env
-from a3c_graph.system.cli import UsageError
+from a3c_graph.system.cli import UsageError, first_line
 
 PROG = "a3c_graph.trained.recording"
 
@@ -80,8 +80,7 @@ def main() -> int:
     try:
         total, steps = _replay(json.loads(sys.stdin.read()))
     except Exception as error:  # noqa: BLE001 - the parent reports it in one line
-        first = str(error).strip().splitlines()
-        print(f"{PROG}: {first[0] if first else type(error).__name__}", file=sys.stderr)
+        print(f"{PROG}: {first_line(error)}", file=sys.stderr)
         return 2
     print(json.dumps({"return": total, "steps": steps}))
     return 0

@@ -49,7 +49,7 @@ import ray
 from a3c_graph.core.config import A3CConfig
 from a3c_graph.core.run_spec import describe_target
 from a3c_graph.rundir.progress import ProgressFile
-from a3c_graph.system.cli import EXIT_CRASH, StopSignals
+from a3c_graph.system.cli import EXIT_CRASH, StopSignals, first_line
 from a3c_graph.system.processes import descendants
 from benchmarks import common
 from benchmarks.variants import tf2_run
@@ -183,8 +183,7 @@ def run_on_ray(run: tf2_run.VariantRun, signals: StopSignals, started: float,
         exit_code, reason = wait_for_workers(pending, parameters, signals, run, started)
     except ray.exceptions.RayError as error:
         what = "Ray did not start" if isinstance(error, RayDidNotStart) else "an actor failed"
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        print(f"{PROG}: error: {what}: {first}", file=sys.stderr, flush=True)
+        print(f"{PROG}: error: {what}: {first_line(error)}", file=sys.stderr, flush=True)
     finally:
         # Everything Ray started is a descendant of this process: remember them all before
         # shutdown, then make sure each is gone (by pid, never by name).

@@ -51,6 +51,25 @@ def test_fail_prints_one_error_line_and_returns_the_status(capsys):
                                 "prog: error: gave up"]
 
 
+class _TFLikeError(Exception):
+    """An error whose `message` is what TF's OpError keeps apart from its str()."""
+
+    def __init__(self, message: str):
+        super().__init__(f"Graph execution error:\n\n{message}\n  [[node save/restore]]")
+        self.message = message
+
+
+@pytest.mark.parametrize("error, limit, line", [
+    (ValueError("bad value\n  more detail"), None, "bad value"),
+    (ValueError("  \n"), None, "ValueError"),  # says nothing: its type
+    (_TFLikeError("Key pi/w not found\nStack trace"), None, "Key pi/w not found"),
+    (ValueError("x" * 30), 10, "xxxxxxx..."),
+    (ValueError("x" * 10), 10, "x" * 10),
+])
+def test_first_line_is_the_one_line_an_error_line_relays(error, limit, line):
+    assert cli.first_line(error, limit) == line
+
+
 def test_the_exit_statuses_the_supervisor_reads_are_distinct():
     statuses = [cli.EXIT_CRASH, cli.EXIT_USAGE, cli.EXIT_GAVE_UP, cli.EXIT_LOST_PS,
                 cli.EXIT_STORAGE]
