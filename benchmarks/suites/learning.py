@@ -197,20 +197,40 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--resume", action="store_true",
                        help="Go on with the suite started in --out: its finished runs kept, "
                             "a run it left cut off resumed from its checkpoint, then the rest "
-                            "(the suite's own flags are read from --out; give no others).")
+                            "(the suite's own flags are read from --out; give no others but a "
+                            "new --max-seconds or --max-steps for the runs still to go).")
     add_config_arguments(parser)  # every A3C flag, given to every task
     return parser
+
+
+def _resume_budget(argv: Sequence[str], out: str | None) -> list[str]:
+    """The budget flags given beside --resume (resume.BUDGET_FLAGS, with their values);
+    UsageError for any other flag, or without --out."""
+    budget, others, tokens = [], [], iter(argv)
+    for token in tokens:
+        name = token.split("=", 1)[0]
+        if token == "--resume":
+            continue
+        value = [] if "=" in token or name not in ("--out", *resume.BUDGET_FLAGS) \
+            else [next(tokens, "")]
+        if name in resume.BUDGET_FLAGS:
+            budget += [token, *value]
+        elif name != "--out":
+            others.append(token)
+    if not out or others:
+        raise UsageError("--resume takes --out OUT and no other flag but a new budget "
+                         "(--max-seconds, --max-steps): the suite's flags are the ones it "
+                         "started with")
+    return budget
 
 
 def parse_args(argv: Sequence[str] | None):
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.resume:
-        if not args.out or [a for a in argv if a not in ("--resume", "--out", args.out)
-                            and not a.startswith("--out=")]:
-            raise UsageError("--resume takes --out OUT and no other flag: the suite's flags "
-                             "are the ones it started with")
-        argv = [*resume.saved_command(Path(args.out)), "--out", args.out, "--resume"]
+        budget = _resume_budget(argv, args.out)
+        argv = [*resume.with_budget(resume.saved_command(Path(args.out)), budget),
+                "--out", args.out, "--resume"]
         args = build_parser().parse_args(argv)
     args.argv = [a for a in argv if a != "--resume"]
     names = [n.strip() for n in args.tasks.split(",") if n.strip()]
@@ -302,8 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine = machine_info()
     if args.resume:
         machine = resume.machine(out, machine, any(run.name not in finished for run in runs))
-    else:
-        resume.save_command(out, [a for a in args.argv if a != "--out" and a != args.out])
+    # Written at the start, and again at a resume that gave a new budget (kept for the next).
+    resume.save_command(out, [a for a in args.argv if a != "--out" and a != args.out])
     try:
         for i, run in enumerate(runs, 1):
             task, seed, workers = run.task, run.spec.seed, run.spec.workers

@@ -9,7 +9,10 @@ again in its own log dir: the launcher restores the chief's latest checkpoint (w
 slots, global step, frame count, episode statistics), the workers append to the same
 history, and the curve puts the pieces on one clock of training time
 (a3c_graph.rundir.progress.run_clock). A time budget (--max-seconds) is the whole run's: a resumed
-piece gets what is left of it.
+piece gets what is left of it. The budget is the one flag a resume may change
+(`--resume --out OUT --max-seconds N`, or --max-steps): the runs still to finish or cut off
+go on to the new budget, and suite.json keeps it for the next resume; a run that ended on its
+own stays as it ended.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from a3c_graph.rundir.progress import read_history, read_launches, run_clock, wr
 from a3c_graph.system.cli import UsageError
 
 SUITE_FILE = "suite.json"
+# The flags --resume may give anew: the time and frame budgets of the runs to go on.
+BUDGET_FLAGS = ("--max-seconds", "--max-steps")
 # How a run that did not end on its own is recorded: stopped by a signal, or the suite
 # interrupted during it.
 CUT_OFF = ("signal", "harness_interrupted")
@@ -40,6 +45,21 @@ def saved_command(out: Path) -> list[str]:
     except (OSError, ValueError, KeyError, TypeError):
         raise UsageError(f"--resume: {out / SUITE_FILE} is missing or damaged: is {out} the "
                          "--out of a learning suite this version started?") from None
+
+
+def with_budget(saved: Sequence[str], budget: Sequence[str]) -> list[str]:
+    """The saved command line with the budget flags in `budget` (BUDGET_FLAGS and their
+    values) in place of its own."""
+    given = {token.split("=", 1)[0] for token in budget} & set(BUDGET_FLAGS)
+    kept, tokens = [], iter(saved)
+    for token in tokens:
+        name = token.split("=", 1)[0]
+        if name in given:
+            if "=" not in token:
+                next(tokens, None)  # its value
+            continue
+        kept.append(token)
+    return [*kept, *budget]
 
 
 def finished_records(out: Path) -> dict[str, dict]:

@@ -66,6 +66,21 @@ def test_the_suite_resumes_with_the_flags_it_started_with(tmp_path):
     assert [t.name for t in tasks] == ["cartpole"] and args.seeds == 2 and given["seed"] == 4
     with pytest.raises(learning.UsageError, match="--resume takes --out OUT and no other"):
         learning.parse_args(["--resume", "--out", str(tmp_path), "--seeds", "3"])
+    with pytest.raises(learning.UsageError, match="--resume takes --out OUT and no other"):
+        learning.parse_args(["--resume", "--max-seconds", "60"])  # no --out
+
+
+def test_a_resume_may_give_the_runs_still_to_go_a_new_budget(tmp_path):
+    """A suite whose hour ends short of its frames: --resume --max-seconds raises the
+    budget in place of the saved one, and suite.json keeps it for the next resume."""
+    resume.save_command(tmp_path, ["--tasks", "cartpole", "--max-seconds", "3600",
+                                   "--seeds", "1"])
+    args, tasks, configs, given = learning.parse_args(
+        ["--resume", "--out", str(tmp_path), "--max-seconds=6000", "--max-steps", "900000"])
+    assert (configs["cartpole"].max_seconds, configs["cartpole"].max_steps) == (6000, 900_000)
+    assert args.seeds == 1
+    assert resume.with_budget(resume.saved_command(tmp_path), ["--max-seconds=6000"]) == [
+        "--tasks", "cartpole", "--seeds", "1", "--max-seconds=6000"]
     with pytest.raises(learning.UsageError, match="suite.json is missing"):
         learning.parse_args(["--resume", "--out", str(tmp_path / "elsewhere")])
 

@@ -88,10 +88,8 @@ def _stability_curve(means, lowest=None):
     return Curve.from_history(rows, launches=[0.0], frame_skip=1)
 
 
-def test_resume_keeps_the_machine_the_suite_started_on_and_adds_the_load_at_a_resume(
-        tmp_path, capsys):
-    """The results' machine line is the start's: --resume on a finished suite rewrites the
-    results without touching it; a resume that goes on a run adds the load it found."""
+def _finished_suite(out: Path, settings: dict, started: dict) -> None:
+    """A suite in `out` whose one CartPole run reached its target."""
     task = TASKS["cartpole"]
     curve = _stability_curve([100, 480, 500])
     name = RunSpec("graph", 0, 2, 0, "cartpole", None).name
@@ -99,11 +97,17 @@ def test_resume_keeps_the_machine_the_suite_started_on_and_adds_the_load_at_a_re
               "target": 475.0, "curve": curve.__dict__, "wall_s": 60.0,
               "steps_per_sec": 2000.0, "exit_code": 0, "stop_reason": "target",
               **judge(curve, task)}
+    learning.write_results(out, settings, started, [record], [task])
+    resume.save_command(out, ["--tasks", "cartpole", "--seeds", "1", "--max-seconds", "600"])
+
+
+def test_resume_keeps_the_machine_the_suite_started_on_and_adds_the_load_at_a_resume(
+        tmp_path, capsys):
+    """The results' machine line is the start's: --resume on a finished suite rewrites the
+    results without touching it; a resume that goes on a run adds the load it found."""
     settings = {"tasks": ["cartpole"], "seeds": 1, "workers": 2, "a3c_flags": []}
     started = {**MACHINE, "load_average_at_start": [7.5, 7.0, 6.5]}
-    learning.write_results(tmp_path, settings, started, [record], [task])
-    resume.save_command(tmp_path, ["--tasks", "cartpole", "--seeds", "1"])
-
+    _finished_suite(tmp_path, settings, started)
     assert learning.main(["--resume", "--out", str(tmp_path)]) == 0
     assert "finished before" in capsys.readouterr().out
     assert json.loads((tmp_path / "results.json").read_text())["machine"] == started
@@ -116,6 +120,15 @@ def test_resume_keeps_the_machine_the_suite_started_on_and_adds_the_load_at_a_re
     line = markdown(settings, goes_on, {}, [])
     assert "load [7.5, 7.0, 6.5] at start, [1.25, 2.0, 3.0] at a resume; Python" in line
     assert resume.machine(tmp_path / "none", now, resumes_a_run=True) == now
+
+
+def test_a_new_budget_given_at_a_resume_is_kept_for_the_next(tmp_path, capsys):
+    _finished_suite(tmp_path, {"tasks": ["cartpole"], "seeds": 1, "workers": 2,
+                               "a3c_flags": []}, MACHINE)
+    assert learning.main(["--resume", "--out", str(tmp_path), "--max-seconds", "6000"]) == 0
+    assert "finished before" in capsys.readouterr().out  # a finished run stays as it ended
+    assert resume.saved_command(tmp_path) == ["--tasks", "cartpole", "--seeds", "1",
+                                              "--max-seconds", "6000"]
 
 
 def test_a_policy_that_stays_above_the_floor_after_the_target_holds():
