@@ -242,6 +242,9 @@ class A3CConfig:
 
     # Bookkeeping.
     checkpoint_secs: float = _f(30.0, "Seconds between checkpoints written by the chief.")
+    keep_checkpoint_every_minutes: float = _f(
+        0.0, "Besides the newest 3 checkpoints, keep one every this many minutes for good, "
+        "to evaluate the policy along the run (0: only the newest 3).")
     progress_secs: float = _f(2.0, "Seconds between progress files / summaries per worker.")
     connect_timeout: float = _f(
         120.0, "Seconds a task waits for the ps (and a worker for the chief's variables) "
@@ -343,7 +346,8 @@ class A3CConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"--{_flag(name)} must be a positive number, got {value}")
-        for name in ("entropy_coef", "value_coef", "lag_tolerance"):
+        for name in ("entropy_coef", "value_coef", "lag_tolerance",
+                     "keep_checkpoint_every_minutes"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"--{_flag(name)} must be a non-negative number, got {value}")

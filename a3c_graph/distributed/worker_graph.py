@@ -208,7 +208,8 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         queue = build_actors_and_queue(local, env_batches, config)
         rollout = queue.dequeue()
     if not config.learn:  # the acting ceiling: each rollout counted, nothing learned
-        return count_on_ps(globals_, local, rollout, queue, spec.task, worker_device)
+        return count_on_ps(globals_, local, rollout, queue, spec.task, worker_device,
+                           config.keep_checkpoint_every_minutes)
     with tf1.device(worker_device):
         learner = build_learner(rollout, config, info, local)
     counters, own_updates = exchange_with_ps(globals_, local, learner, spec.task,
@@ -218,7 +219,7 @@ def build_worker_graph(config: A3CConfig, spec: TaskSpec, info: EnvInfo,
         fetches = train_fetches(learner, counters, queue)
         local_init_op = build_sync(globals_, local, learner.env_steps_seen)
         state = optimizer_state(globals_.network.variables, globals_.global_step, config)
-        saver = checkpoints.build_saver()
+        saver = checkpoints.build_saver(config.keep_checkpoint_every_minutes)
     return WorkerGraph(fetches, globals_.network, saver, local_init_op, state)
 
 
@@ -551,7 +552,7 @@ def sync_local_from_global(local_network, global_network):
 
 
 def count_on_ps(globals_: Globals, local: LocalCopy, rollout: dict, queue: RolloutQueue,
-                task: int, worker_device: str) -> WorkerGraph:
+                task: int, worker_device: str, keep_every_minutes: float) -> WorkerGraph:
     """--learn false, the acting ceiling `benchmarks.run --ceiling` measures: each rollout is
     dequeued, its episodes and steps counted on the ps and the global step advanced, and
     nothing is learned; the local copy stays as the local init op synced it."""
@@ -576,5 +577,5 @@ def count_on_ps(globals_: Globals, local: LocalCopy, rollout: dict, queue: Rollo
             update_skipped=tf.constant(False), queue_size=queue.size, lag_apply=no_lag,
             rollout_steps=tf.constant(steps), finished_returns=returns, finished_lengths=lengths)
         local_init_op = build_sync(globals_, local, None)
-        saver = checkpoints.build_saver()
+        saver = checkpoints.build_saver(keep_every_minutes)
     return WorkerGraph(fetches, globals_.network, saver, local_init_op, {})

@@ -58,14 +58,21 @@ tf1 = tf.compat.v1
 # Variables whose first dimension is the number of workers (stats.EpisodeStats).
 WORKER_ROWS_SCOPE = "episode_stats/"
 KEEP = 3  # checkpoints the Saver keeps; a damaged newest one falls back to an older one
+NEVER_HOURS = 10_000.0  # the Saver's own default for keep_checkpoint_every_n_hours: none kept
 
 
-def build_saver() -> tf1.train.Saver:
+def build_saver(keep_every_minutes: float = 0.0) -> tf1.train.Saver:
     """What a checkpoint holds: every global variable of the graph built so far (the
     network on the ps, its optimizers' slots and beta powers, global_step, the episode and
     observation statistics), so build it last. Not sharded: the chief fetches every variable
-    and writes one checkpoint, so no ps needs the chief's filesystem."""
-    return tf1.train.Saver(max_to_keep=KEEP, sharded=False, save_relative_paths=True)
+    and writes one checkpoint, so no ps needs the chief's filesystem.
+
+    The newest KEEP checkpoints are kept; with keep_every_minutes (--keep-checkpoint-every-
+    minutes), also, for good, one of those that fall out of them every that many minutes
+    (the Saver's keep_checkpoint_every_n_hours), to evaluate the policy along the run."""
+    hours = keep_every_minutes / 60.0 if keep_every_minutes > 0 else NEVER_HOURS
+    return tf1.train.Saver(max_to_keep=KEEP, keep_checkpoint_every_n_hours=hours,
+                           sharded=False, save_relative_paths=True)
 
 
 def chief_checkpointing(logdir: str, config: A3CConfig, scaffold: tf1.train.Scaffold,

@@ -109,6 +109,8 @@ def parse_variant_args(prog: str, description: str, argv: Sequence[str] | None =
 TF2_REFUSED = {
     "checkpoint_secs": "--checkpoint-secs: the TF2 variants write no checkpoints; run it "
                        "with the graph variant",
+    "keep_checkpoint_every_minutes": "--keep-checkpoint-every-minutes: the TF2 variants "
+                                     "write no checkpoints; run it with the graph variant",
     "connect_timeout": "--connect-timeout: the TF2 variants wait for no ps over the network; "
                        "run it with the graph variant",
 }

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -47,10 +48,10 @@ TF_STARTUP_LINE = re.compile(r"^(WARNING: All log messages before absl::Initiali
 # --------------------------------------------------------------------------- helpers
 
 @functools.cache
-def worker_saver(hidden_sizes=(64, 64), policy="auto", workers=1):
+def worker_saver(hidden_sizes=(64, 64), policy="auto", workers=1, keep_every_minutes=0.0):
     """The Saver of worker 0's graph (as the chief builds it) for this network."""
     config = A3CConfig(hidden_sizes=hidden_sizes, policy=policy, envs_per_worker=1,
-                       rollout_length=2)
+                       rollout_length=2, keep_checkpoint_every_minutes=keep_every_minutes)
     spec = TaskSpec(cluster={"ps": ["127.0.0.1:1"],
                              "worker": [f"127.0.0.1:{2 + i}" for i in range(workers)]},
                     job="worker", task=0)
@@ -388,6 +389,31 @@ def test_a_state_file_naming_a_missing_checkpoint_is_an_error(tmp_path):
     with pytest.raises(CheckpointError, match=r"no intact checkpoint: checkpoint \S+model\.ckpt-99 "
                                               r"is missing its index file"):
         checkpoints.restorable_checkpoint(str(tmp_path), worker_saver())
+
+
+@pytest.mark.parametrize("keep_every_minutes, kept", [(0.0, 3), (0.001, 6)])
+def test_keep_checkpoint_every_minutes_keeps_older_checkpoints_for_good(
+        tmp_path, keep_every_minutes, kept):
+    """Six checkpoints a tenth of a second apart: the newest 3 stay; with
+    --keep-checkpoint-every-minutes (here 0.06 s) every one that falls out of them stays
+    too, on disk for evaluate --checkpoint, while the state file lists the newest 3."""
+    with tf.Graph().as_default():
+        tf1.get_variable("w", (2,), initializer=tf1.zeros_initializer())
+        saver = checkpoints.build_saver(keep_every_minutes)
+        with tf1.Session() as session:
+            session.run(tf1.global_variables_initializer())
+            for step in range(1, 7):
+                saver.save(session, str(tmp_path / "model.ckpt"), global_step=step)
+                time.sleep(0.1)
+    on_disk = sorted(int(p.name.split("-")[1].split(".")[0])
+                     for p in tmp_path.glob("model.ckpt-*.index"))
+    assert on_disk == list(range(7 - kept, 7))
+    assert len(run_config.read_checkpoint_state(str(tmp_path)).all_paths) == 3
+
+
+def test_the_chiefs_saver_keeps_checkpoints_as_the_flag_says():
+    keep = worker_saver(keep_every_minutes=30.0).saver_def.keep_checkpoint_every_n_hours
+    assert keep == pytest.approx(0.5)
 
 
 # --------------------------------------------------------------------------- the launcher

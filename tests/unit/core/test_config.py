@@ -123,6 +123,8 @@ def test_config_to_argv_round_trips_awkward_values(field_name, value):
     ("max_seconds", -1.0, "--max-seconds must be a positive number"),
     ("entropy_coef", -0.01, "--entropy-coef must be a non-negative number"),
     ("value_coef", math.inf, "--value-coef must be a non-negative number"),
+    ("keep_checkpoint_every_minutes", -5.0,
+     "--keep-checkpoint-every-minutes must be a non-negative number"),
     ("hidden_sizes", (64, 0), "--hidden-sizes must be positive widths"),
     ("hidden_sizes", (), "--hidden-sizes must be positive widths"),
     ("target_return", math.nan, "--target-return must be a number (or inf: no target)"),
