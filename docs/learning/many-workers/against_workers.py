@@ -42,10 +42,13 @@ BREAKOUT_FRAMES = 5_000_000
 PONG_TASKS = ("pong", "pong-deterministic")
 
 # The README's table: the sweep over worker counts, then its rows with pooled rollouts made
-# again on the final agent (sweep/README.md); 2 and 16 workers' Pong seeds on the atari
-# preset (the entropy bonus annealed, 16 workers' rollouts pooled on the ps).
+# again on the final agent (sweep/README.md) and 16 workers' Breakout seeds after the first,
+# one suite each; 2 and 16 workers' Pong seeds on the atari preset (the entropy bonus
+# annealed, 16 workers' rollouts pooled on the ps).
 SWEEPS = [HERE / "sweep", HERE / "sweep-final-cartpole",
-          *[HERE / "sweep-16-workers-breakout" / f"seed-{seed}" for seed in (1,)]]
+          *[HERE / "sweep-16-workers-breakout" / f"seed-{seed}" for seed in (1,)],
+          *[HERE / "sweep-final-breakout" / f"w{workers}-seed{seed}"
+            for workers, seeds in ((4, (0,)),) for seed in seeds]]
 PONG_RECORDS = [HERE / f"pong-{workers}-workers-entropy-annealed" / f"seed-{seed}"
                 for workers in (2, 16) for seed in range(3)]
 
