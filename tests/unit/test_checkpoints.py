@@ -394,17 +394,18 @@ def test_a_state_file_naming_a_missing_checkpoint_is_an_error(tmp_path):
 @pytest.mark.parametrize("keep_every_minutes, kept", [(0.0, 3), (0.001, 6)])
 def test_keep_checkpoint_every_minutes_keeps_older_checkpoints_for_good(
         tmp_path, keep_every_minutes, kept):
-    """Six checkpoints a tenth of a second apart: the newest 3 stay; with
-    --keep-checkpoint-every-minutes (here 0.06 s) every one that falls out of them stays
-    too, on disk for evaluate --checkpoint, while the state file lists the newest 3."""
+    """Six checkpoints at least a tenth of a second apart, the first too after the Saver was
+    made (its clock starts there): the newest 3 stay; with --keep-checkpoint-every-minutes
+    (here 0.06 s) every one that falls out of them stays too, on disk for evaluate
+    --checkpoint, while the state file lists the newest 3."""
     with tf.Graph().as_default():
         tf1.get_variable("w", (2,), initializer=tf1.zeros_initializer())
         saver = checkpoints.build_saver(keep_every_minutes)
         with tf1.Session() as session:
             session.run(tf1.global_variables_initializer())
             for step in range(1, 7):
-                saver.save(session, str(tmp_path / "model.ckpt"), global_step=step)
                 time.sleep(0.1)
+                saver.save(session, str(tmp_path / "model.ckpt"), global_step=step)
     on_disk = sorted(int(p.name.split("-")[1].split(".")[0])
                      for p in tmp_path.glob("model.ckpt-*.index"))
     assert on_disk == list(range(7 - kept, 7))
