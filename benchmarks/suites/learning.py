@@ -206,17 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _resume_budget(argv: Sequence[str], out: str | None) -> list[str]:
     """The budget flags given beside --resume (resume.BUDGET_FLAGS, with their values);
     UsageError for any other flag, or without --out."""
-    budget, others, tokens = [], [], iter(argv)
-    for token in tokens:
-        name = token.split("=", 1)[0]
-        if token == "--resume":
-            continue
-        value = [] if "=" in token or name not in ("--out", *resume.BUDGET_FLAGS) \
-            else [next(tokens, "")]
-        if name in resume.BUDGET_FLAGS:
-            budget += [token, *value]
-        elif name != "--out":
-            others.append(token)
+    budget, rest = resume.split_flags(argv, resume.BUDGET_FLAGS)
+    others = [token for token in resume.split_flags(rest, ("--out",))[1] if token != "--resume"]
     if not out or others:
         raise UsageError("--resume takes --out OUT and no other flag but a new budget "
                          "(--max-seconds, --max-steps): the suite's flags are the ones it "

@@ -47,19 +47,23 @@ def saved_command(out: Path) -> list[str]:
                          "--out of a learning suite this version started?") from None
 
 
+def split_flags(argv: Sequence[str], names) -> tuple[list[str], list[str]]:
+    """(the flags of `names` in `argv` with their values, the rest), a value given either
+    as the next token or after "="."""
+    taken, rest, tokens = [], [], iter(argv)
+    for token in tokens:
+        if token.split("=", 1)[0] in names:
+            taken += [token] if "=" in token else [token, next(tokens, "")]
+        else:
+            rest.append(token)
+    return taken, rest
+
+
 def with_budget(saved: Sequence[str], budget: Sequence[str]) -> list[str]:
     """The saved command line with the budget flags in `budget` (BUDGET_FLAGS and their
     values) in place of its own."""
     given = {token.split("=", 1)[0] for token in budget} & set(BUDGET_FLAGS)
-    kept, tokens = [], iter(saved)
-    for token in tokens:
-        name = token.split("=", 1)[0]
-        if name in given:
-            if "=" not in token:
-                next(tokens, None)  # its value
-            continue
-        kept.append(token)
-    return [*kept, *budget]
+    return [*split_flags(saved, given)[1], *budget]
 
 
 def finished_records(out: Path) -> dict[str, dict]:
