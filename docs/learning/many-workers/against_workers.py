@@ -46,7 +46,7 @@ PONG_TASKS = ("pong", "pong-deterministic")
 # one suite each; 2 and 16 workers' Pong seeds on the atari preset (the entropy bonus
 # annealed, 16 workers' rollouts pooled on the ps).
 SWEEPS = [HERE / "sweep", HERE / "sweep-final-cartpole",
-          *[HERE / "sweep-16-workers-breakout" / f"seed-{seed}" for seed in (1,)],
+          *[HERE / "sweep-16-workers-breakout" / f"seed-{seed}" for seed in (1, 2)],
           *[HERE / "sweep-final-breakout" / f"w{workers}-seed{seed}"
             for workers, seeds in ((4, (0, 1, 2)), (8, (0, 1))) for seed in seeds]]
 PONG_RECORDS = [HERE / f"pong-{workers}-workers-entropy-annealed" / f"seed-{seed}"
