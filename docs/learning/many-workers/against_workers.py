@@ -48,7 +48,7 @@ PONG_TASKS = ("pong", "pong-deterministic")
 SWEEPS = [HERE / "sweep", HERE / "sweep-final-cartpole",
           *[HERE / "sweep-16-workers-breakout" / f"seed-{seed}" for seed in (1, 2)],
           *[HERE / "sweep-final-breakout" / f"w{workers}-seed{seed}"
-            for workers, seeds in ((4, (0, 1, 2)), (8, (0, 1))) for seed in seeds]]
+            for workers, seeds in ((4, (0, 1, 2)), (8, (0, 1, 2))) for seed in seeds]]
 PONG_RECORDS = [HERE / f"pong-{workers}-workers-entropy-annealed" / f"seed-{seed}"
                 for workers in (2, 16) for seed in range(3)]
 
