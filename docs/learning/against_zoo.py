@@ -6,6 +6,7 @@ monitor files by zoo_run.py) and any other records given, each with its label.
 """
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -37,6 +38,11 @@ def main(folder: Path, record: dict, curve: tuple[list, list],
          others: list[tuple[tuple[list, list], str]]) -> None:
     seed, target = record["seed"], record["target"]
     zoo = json.loads(ZOO_RUNS[record["task"]].read_text())["frames_mean_return_100"]
+    # Up to the record's own last frame (to the next 5M): a shorter run is drawn at its scale.
+    until = min(40, 5 * math.ceil(max(curve[0]) / 5 - 0.01))
+    shown = [r for frames, returns in [curve, *(other for other, _ in others),
+                                       ([f / 1e6 for f, _ in zoo], [r for _, r in zoo])]
+             for f, r in zip(frames, returns) if f <= until]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     ax.plot([f / 1e6 for f, _ in zoo], [r for _, r in zoo], color="grey",
             label=f"rl-baselines3-zoo's own A2C run (final agent: {target:,.0f} sampled)")
@@ -47,7 +53,9 @@ def main(folder: Path, record: dict, curve: tuple[list, list],
     game = record["env"].removeprefix("ALE/").removesuffix("-v5")
     ax.set(xlabel="frames (millions)", ylabel="mean score of the last 100 whole games",
            title=f"{game}, seed {seed}: the classic protocol against the anchor's run",
-           xlim=(0, 40))
+           xlim=(0, until))
+    if until < 40:  # the target far above the curves would flatten them
+        ax.set_ylim(min(0, min(shown)), 1.05 * max(shown))
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
     fig.tight_layout()
