@@ -38,13 +38,11 @@ def main(folder: Path, record: dict, curve: tuple[list, list],
          others: list[tuple[tuple[list, list], str]]) -> None:
     seed, target = record["seed"], record["target"]
     zoo = json.loads(ZOO_RUNS[record["task"]].read_text())["frames_mean_return_100"]
+    zoo_curve = ([f / 1e6 for f, _ in zoo], [r for _, r in zoo])
     # Up to the record's own last frame (to the next 5M): a shorter run is drawn at its scale.
     until = min(40, 5 * math.ceil(max(curve[0]) / 5 - 0.01))
-    shown = [r for frames, returns in [curve, *(other for other, _ in others),
-                                       ([f / 1e6 for f, _ in zoo], [r for _, r in zoo])]
-             for f, r in zip(frames, returns) if f <= until]
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot([f / 1e6 for f, _ in zoo], [r for _, r in zoo], color="grey",
+    ax.plot(*zoo_curve, color="grey",
             label=f"rl-baselines3-zoo's own A2C run (final agent: {target:,.0f} sampled)")
     for i, (other, label) in enumerate(others, start=1):
         ax.plot(*other, color=f"C{i}", label=label)
@@ -55,6 +53,8 @@ def main(folder: Path, record: dict, curve: tuple[list, list],
            title=f"{game}, seed {seed}: the classic protocol against the anchor's run",
            xlim=(0, until))
     if until < 40:  # the target far above the curves would flatten them
+        shown = [r for frames, returns in [curve, zoo_curve, *(other for other, _ in others)]
+                 for f, r in zip(frames, returns) if f <= until]
         ax.set_ylim(min(0, min(shown)), 1.05 * max(shown))
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")

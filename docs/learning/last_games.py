@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-GAMES = 100
+from a3c_graph.core.stop_rule import RECENT_EPISODES as GAMES  # the mean return(100)
 
 
 def last_games(logdir: Path) -> tuple[int, list[float]]:
