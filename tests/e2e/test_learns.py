@@ -58,42 +58,54 @@ def test_the_launcher_learns_to_pull_the_paying_arm_of_a_two_armed_bandit(tmp_pa
 
 # Many workers: MinAtar Breakout with 16 workers (the minatar preset, spread to 1 env of 20
 # steps each: Adam's full-size steps) at twice the preset's rate, 2e-3. Each update lands
-# about 28 global updates (10-90 %: 18-46) after the weights that acted it on an idle machine,
+# about 30 global updates (10-90 %: 20-60) after the weights that acted it on an idle machine,
 # 60 beside another run. With every update at the full rate, every worker pushing the same
-# stale direction, the policy collapsed toward one action and stayed there; with the rate
-# scaled by the tolerated lag / lag it wavered in the start-up and came back to nearly
-# uniform (docs/learning/many-workers/runs.md, "The collapse test").
+# stale direction, the policy collapses toward one action; with the rate scaled by the
+# tolerated lag / lag it wavers and comes back to nearly uniform
+# (docs/learning/many-workers/runs.md, "The collapse test").
 # Each rollout its own update (--rollouts-per-update 1: not pooled into the preset's update
 # size, which would cut the lag in updates eightfold), the staleness the lag rule is for.
 MANY_WORKERS_FLAGS = ["--env", "MinAtar/Breakout-v1", "--workers", "16",
                       "--rollouts-per-update", "1",
                       "--learning-rate", "2e-3", "--max-steps", "60000", "--max-seconds", "600"]
 
+# The share of the entropies the workers wrote (each a mean over that worker's updates since
+# its last write, of ln 3 = 1.10) below 0.3 nats: the policy all but settled on one action.
+# Alone, 2026-11-29 and 2026-12-06: with the rule 0.00-0.11 in 16 runs and 0.41 in one; at the
+# full rate 0.33-0.87 in 10 runs of 10.
+NEAR_ONE_ACTION = 0.3
+NEAR_ONE_ACTION_SHARE = 0.2
+
+
+def near_one_action_share(logdir) -> float:
+    """Check the run in `logdir` was as stale as 16 workers make it, and return the share of
+    its entropy readings below NEAR_ONE_ACTION."""
+    rows = read_history(logdir)  # every progress write of every worker
+    lags = [row["lag_apply"] for row in rows if row.get("lag_apply") is not None]
+    assert lags and float(np.median(lags)) >= 16, lags  # most updates 16 or more late
+    entropies = np.array([row["entropy"] for row in rows if row.get("entropy") is not None])
+    return float(np.mean(entropies < NEAR_ONE_ACTION)) if entropies.size else 1.0
+
 
 # alone: 17 TF processes on 2 cores beside the rest of the suite made two timing-bound tests
-# elsewhere fail under pytest-xdist (docs/testing.md). slow: one fresh-clone run of 1607bd7
-# (2026-12-06, alone) failed it, 41 % of the entropies near 0.25 nats, and the next passed;
-# until the rule holds in every run it is a finding, not a gate: make test-all runs it.
-@pytest.mark.slow
+# elsewhere fail under pytest-xdist (docs/testing.md). One run of the rule failed the bound
+# in 17, so a run over it is followed by a second that decides: the rule then fails about
+# once in 300, while every full-rate run measured failed it.
 @pytest.mark.alone
 @pytest.mark.e2e
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1800)
 def test_sixteen_workers_keep_a_stochastic_policy_where_stale_full_size_steps_collapse(tmp_path):
     needs_minatar()
-    summary, _, logdir = train_to_end(tmp_path, *MANY_WORKERS_FLAGS, timeout=800)
-    assert summary["stop_reason"] == "max_steps", summary
-    rows = read_history(logdir)  # every progress write of every worker
-    # The run was as stale as 16 workers make it: most updates 16 or more global updates late.
-    lags = [row["lag_apply"] for row in rows if row.get("lag_apply") is not None]
-    assert lags and float(np.median(lags)) >= 16, lags
-    # The policy never settled on one action: at most a fifth of the entropies the workers
-    # wrote (each a mean over the updates since that worker's last write) below 0.3 nats of
-    # ln 3 = 1.10. At 2e-3 alone: 0.00-0.01 with the rule (four runs), 0.33-0.87 at the full
-    # rate (three runs). A learning policy's entropy may dip (one run of the rule had its
-    # second half's median at 0.78); a collapsed one sits near 0 (runs.md, "The collapse test").
-    entropies = np.array([row["entropy"] for row in rows if row.get("entropy") is not None])
-    near_one_action = float(np.mean(entropies < 0.3)) if entropies.size else 1.0
-    assert near_one_action <= 0.2, (near_one_action, np.round(np.sort(entropies), 2))
+    shares = []
+    for attempt in ("first", "second"):
+        (tmp_path / attempt).mkdir()
+        summary, _, logdir = train_to_end(tmp_path / attempt, *MANY_WORKERS_FLAGS, timeout=800)
+        assert summary["stop_reason"] == "max_steps", summary
+        shares.append(near_one_action_share(logdir))
+        if shares[-1] <= NEAR_ONE_ACTION_SHARE:
+            return
+    pytest.fail(f"the policy sat near one action in two runs: {shares} of the entropies below "
+                f"{NEAR_ONE_ACTION} nats (at most {NEAR_ONE_ACTION_SHARE} allowed)")
 
 
 @pytest.mark.e2e
