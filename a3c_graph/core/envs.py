@@ -381,6 +381,12 @@ def make_atari_vector_env(env_id: str, num_envs: int, **options) -> gym.vector.V
         num_threads=1)
 
 
+def actor_seed(seed: int, task: int, actor: int) -> int:
+    """The seed of the EnvBatch of a worker task's actor thread: env i of it is seeded with
+    this + i (a3c_graph.worker; playing.play_stream replays training's games with them)."""
+    return seed + 1000 * task + 100 * actor
+
+
 class EnvBatch:
     """B envs of one id stepped together; env i is seeded with seed + i.
 

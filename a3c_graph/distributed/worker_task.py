@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from a3c_graph.core.envs import EnvBatch, env_options
+from a3c_graph.core.envs import EnvBatch, actor_seed, env_options
 from a3c_graph.core.stop_rule import Counters
 from a3c_graph.distributed import ps_release, server
 from a3c_graph.distributed.cluster import releases_ps
@@ -71,7 +71,7 @@ def _build_graph(spec, config, info, device):
     """(WorkerGraph, the actors' EnvBatches) of this worker, seeded by task and actor."""
     tf.compat.v1.set_random_seed(config.seed + 1000 * spec.task)
     env_batches = [EnvBatch(config.env, config.envs_per_worker,
-                            seed=config.seed + 1000 * spec.task + 100 * actor,
+                            seed=actor_seed(config.seed, spec.task, actor),
                             **env_options(config))
                    for actor in range(config.actor_threads)]
     return (build_worker_graph(config, spec, info, env_batches, worker_device=device.device),

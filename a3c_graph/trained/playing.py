@@ -9,6 +9,7 @@ once TensorFlow may load.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -312,50 +313,106 @@ def _play_batch(batch, config, checkpoint, games, sample, device, session_config
                 placement, say, first: int, seed: int) -> tuple[list[float], list[int]]:
     """One batch of play_games on the EnvBatch `batch` of `games` envs, its games numbered
     from first + 1, its sampled actions drawn from `seed`'s stream."""
-    tf1 = tf.compat.v1
-    info = batch.info
-    graph = tf.Graph()
-    with graph.as_default(), graph.device(device):
-        tf1.set_random_seed(seed)
-        obs_ph = tf1.placeholder(tf.as_dtype(info.obs_dtype), [games, *info.obs_shape],
-                                 name="obs")
-        network, saver = checkpointed_network(config, info.obs_shape, info.actions)
-        if network.recurrent:
-            state_ph = tf1.placeholder(tf.float32, [games, *network.state_shape], name="state")
-            done_ph = tf1.placeholder(tf.bool, [games], name="done")
-            policy, _, next_state = network.step(obs_ph, reset_state(state_ph, done_ph))
-        else:
-            policy, _ = network(obs_ph)
-        action = _action(network, policy, sample)
     returns: list[float | None] = [None] * games
     lengths = [0] * games
-    cut_off = [False] * games
-    with _quiet_session(graph, session_config) as session:
-        _restore(saver, session, checkpoint)
-        session = _FirstRunTraced(session, graph, placement)
-        if network.recurrent:
-            state = np.zeros([games, *network.state_shape], np.float32)
-            done = np.zeros(games, bool)
+    with _batch_policy(config, checkpoint, batch.info, games, sample, device, session_config,
+                       placement, seed) as act:
+        done = np.zeros(games, bool)
         left = games
         while left:
-            if network.recurrent:
-                actions, state = session.run([action, next_state], {
-                    obs_ph: batch.observe(), state_ph: state, done_ph: done})
-            else:
-                actions = session.run(action, {obs_ph: batch.observe()})
-            step = batch.step(actions.astype(np.int32))
-            if network.recurrent:
-                done = np.logical_or(step.terminated, step.truncated)
+            step = batch.step(act(batch.observe(), done))
+            done = np.logical_or(step.terminated, step.truncated)
             for i in np.flatnonzero(episode_ended(step.episode_length)):
                 if returns[i] is not None:
                     continue
                 returns[i], lengths[i] = float(step.episode_return[i]), int(step.episode_length[i])
-                cut_off[i] = bool(step.truncated[i])
                 left -= 1
-                capped = ", cut off at ALE's frame cap" if cut_off[i] else ""
-                say(f"{label}game {first + i + 1}/{first + games}: return {returns[i]:.1f} "
-                    f"in {lengths[i]:,} steps ({lengths[i] * info.frame_skip:,} frames){capped}")
+                say(f"{label}game {first + i + 1}/{first + games}: "
+                    f"{_game_line(returns[i], lengths[i], step.truncated[i], batch.info)}")
     return [float(r) for r in returns], lengths
+
+
+def play_stream(config, checkpoint: str, games: int, sample: bool, seeds: Sequence[int],
+                device: str | None = None, session_config=None,
+                say: Callable[[str], None] = print) -> tuple[list[float], list[int]]:
+    """The returns and lengths of the first `games` episodes (Atari: whole games) to end when
+    the checkpoint plays as training's actors do: an EnvBatch of config.envs_per_worker envs
+    per seed of `seeds` (envs.actor_seed: the workers' own), every env going on through its
+    auto-resets, episodes counted in the order they end, as the training curve's mean
+    return(100) counts them (short ones first). play_games is the evaluation's way: fresh
+    envs, one game each."""
+    batches = [EnvBatch(config.env, config.envs_per_worker, seed=seed, **env_options(config))
+               for seed in seeds]
+    size = config.envs_per_worker * len(batches)
+    returns: list[float] = []
+    lengths: list[int] = []
+    try:
+        with _batch_policy(config, checkpoint, batches[0].info, size, sample, device,
+                           session_config, None, seeds[0]) as act:
+            done = np.zeros(size, bool)
+            while len(returns) < games:
+                actions = np.split(act(np.concatenate([b.observe() for b in batches]), done),
+                                   len(batches))
+                steps = [b.step(a) for b, a in zip(batches, actions)]
+                done = np.concatenate([s.terminated | s.truncated for s in steps])
+                ended = np.concatenate([s.episode_length for s in steps])
+                played = np.concatenate([s.episode_return for s in steps])
+                cut = np.concatenate([s.truncated for s in steps])
+                for i in np.flatnonzero(episode_ended(ended))[:games - len(returns)]:
+                    returns.append(float(played[i]))
+                    lengths.append(int(ended[i]))
+                    say(f"game {len(returns)}/{games} (env {i}): "
+                        f"{_game_line(returns[-1], lengths[-1], cut[i], batches[0].info)}")
+    finally:
+        for batch in batches:
+            batch.close()
+    return returns, lengths
+
+
+def _game_line(played: float, length: int, cut_off: bool, info) -> str:
+    """"return R in N steps (F frames)", and where the episode was cut off."""
+    frames = f" ({length * info.frame_skip:,} frames)" if info.frame_skip > 1 else ""
+    limit = "at ALE's frame cap" if is_atari(info.env_id) else "by the env's time limit"
+    return f"return {played:.1f} in {length:,} steps{frames}" + (
+        f", cut off {limit}" if cut_off else "")
+
+
+@contextlib.contextmanager
+def _batch_policy(config, checkpoint, info, size: int, sample: bool, device, session_config,
+                  placement, seed: int):
+    """act(observations [size, ...], done [size]) -> the checkpoint's actions for `size` envs
+    stepped together, in a session open while the context lasts; a recurrent network's state
+    is carried from step to step and zeroed where `done` (the previous step ended an
+    episode). Sampled actions come from `seed`'s stream."""
+    tf1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default(), graph.device(device):
+        tf1.set_random_seed(seed)
+        obs_ph = tf1.placeholder(tf.as_dtype(info.obs_dtype), [size, *info.obs_shape],
+                                 name="obs")
+        network, saver = checkpointed_network(config, info.obs_shape, info.actions)
+        if network.recurrent:
+            state_ph = tf1.placeholder(tf.float32, [size, *network.state_shape], name="state")
+            done_ph = tf1.placeholder(tf.bool, [size], name="done")
+            policy, _, next_state = network.step(obs_ph, reset_state(state_ph, done_ph))
+        else:
+            policy, _ = network(obs_ph)
+        action = _action(network, policy, sample)
+    with _quiet_session(graph, session_config) as session:
+        _restore(saver, session, checkpoint)
+        session = _FirstRunTraced(session, graph, placement)
+        state = (np.zeros([size, *network.state_shape], np.float32) if network.recurrent
+                 else None)
+
+        def act(observations, done):
+            nonlocal state
+            if not network.recurrent:
+                return session.run(action, {obs_ph: observations})
+            actions, state = session.run([action, next_state], {
+                obs_ph: observations, state_ph: state, done_ph: done})
+            return actions
+
+        yield act
 
 
 def _quiet_session(graph, session_config):

@@ -177,3 +177,29 @@ def test_a_sampled_evaluation_of_one_episode_at_a_time_replays_with_its_seed(tmp
         return json.loads(capsys.readouterr().out.strip().splitlines()[-1])["frames"]
 
     assert lengths("3") == lengths("3")
+
+
+def test_training_s_stream_counts_episodes_as_they_end_through_every_env_s_resets(tmp_path):
+    """playing.play_stream, the training curve's way of counting: the workers' env batches
+    (their seeds), every env going on after its episode ends, each episode counted once as
+    it ends, until the number asked for (the evaluation-gap diagnostic's replay)."""
+    from a3c_graph.core.envs import actor_seed
+    from a3c_graph.rundir.run_config import read_run_config
+    from a3c_graph.trained.playing import play_stream
+
+    logdir = tmp_path / "run"
+    untrained_run(logdir, envs_per_worker=2)  # CartPole: an episode's return is its length
+    config = read_run_config(str(logdir))
+    checkpoint = str(logdir / "model.ckpt-0")
+    seeds = [actor_seed(config.seed, task, 0) for task in range(2)]
+    lines: list[str] = []
+    returns, lengths = play_stream(config, checkpoint, 12, False, seeds, say=lines.append)
+    assert len(returns) == len(lines) == 12
+    assert returns == [float(n) for n in lengths]  # whole episodes, each its own return
+    envs = [int(re.search(r"\(env (\d+)\)", line).group(1)) for line in lines]
+    assert set(envs) == {0, 1, 2, 3}  # both workers' batches play
+    assert max(envs.count(env) for env in envs) > 1  # an env counted again after its reset
+    # Greedy on the same seeds, the same stream; other seeds, other episodes.
+    assert play_stream(config, checkpoint, 12, False, seeds, say=lambda line: None)[0] == returns
+    assert play_stream(config, checkpoint, 12, False, [s + 1 for s in seeds],
+                       say=lambda line: None)[0] != returns
