@@ -4,14 +4,34 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def source_commit() -> str | None:
+    """The git commit of the code that runs, "+ changes" after it when tracked files differ
+    from it (None outside a git checkout): what a record's run was made on."""
+    try:
+        def git(*args: str) -> str:
+            return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True,
+                                  text=True, check=True, timeout=30).stdout.strip()
+
+        commit = git("rev-parse", "HEAD")
+        changed = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + (" + changes" if changed else "")
+
 
 def machine_info() -> dict[str, Any]:
-    """Cores, memory, the load at the start, the platform and the packages' versions."""
+    """Cores, memory, the load at the start, the platform, the packages' versions and the
+    code's commit."""
     versions = {}
     for package in ("tensorflow", "gymnasium", "numpy", "ray", "matplotlib", "psutil"):
         try:
@@ -27,5 +47,6 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "python": platform.python_version(),
         "versions": versions,
+        "commit": source_commit(),
     }
 

@@ -162,8 +162,17 @@ def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
               + "".join(f", {load} at a resume" for load in
                         machine.get("load_average_at_resumes", []))
               + f"; Python {machine['python']}, "
-              f"TF {machine['versions']['tensorflow']}.", ""]
+              f"TF {machine['versions']['tensorflow']}.", *_commits(machine), ""]
     return "\n".join(lines)
+
+
+def _commits(machine: dict) -> list[str]:
+    """The code's commit at the start and at each resume, as a line (none if not recorded)."""
+    if not machine.get("commit"):
+        return []
+    resumes = machine.get("commit_at_resumes", [])
+    return [f"Code: commit {machine['commit']} at start"
+            + "".join(f", {commit or 'unknown'} at a resume" for commit in resumes) + "."]
 
 
 def write_results(out: Path, settings: dict, machine: dict, records: Sequence[dict],

@@ -78,8 +78,8 @@ def finished_records(out: Path) -> dict[str, dict]:
 
 def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:
     """The machine as <out>/results.json recorded it when the suite started (`now` if there
-    is none), with the load now added to its loads at a resume when a run goes on: a
-    resume that only rewrites the results keeps the record as the run left it."""
+    is none), with the load and the code's commit now added to those at a resume when a run
+    goes on: a resume that only rewrites the results keeps the record as the run left it."""
     try:
         kept = json.loads((out / "results.json").read_text(encoding="utf-8"))["machine"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -89,6 +89,7 @@ def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:
     if resumes_a_run:
         kept["load_average_at_resumes"] = [*kept.get("load_average_at_resumes", []),
                                            now["load_average_at_start"]]
+        kept["commit_at_resumes"] = [*kept.get("commit_at_resumes", []), now.get("commit")]
     return kept
 
 

@@ -104,21 +104,25 @@ def _finished_suite(out: Path, settings: dict, started: dict) -> None:
 def test_resume_keeps_the_machine_the_suite_started_on_and_adds_the_load_at_a_resume(
         tmp_path, capsys):
     """The results' machine line is the start's: --resume on a finished suite rewrites the
-    results without touching it; a resume that goes on a run adds the load it found."""
+    results without touching it; a resume that goes on a run adds the load it found and the
+    commit of the code it runs."""
     settings = {"tasks": ["cartpole"], "seeds": 1, "workers": 2, "a3c_flags": []}
-    started = {**MACHINE, "load_average_at_start": [7.5, 7.0, 6.5]}
+    started = {**MACHINE, "load_average_at_start": [7.5, 7.0, 6.5], "commit": "abc123"}
     _finished_suite(tmp_path, settings, started)
     assert learning.main(["--resume", "--out", str(tmp_path)]) == 0
     assert "finished before" in capsys.readouterr().out
     assert json.loads((tmp_path / "results.json").read_text())["machine"] == started
     assert "load [7.5, 7.0, 6.5] at start; Python" in (tmp_path / "results.md").read_text()
 
-    now = {**MACHINE, "load_average_at_start": [1.25, 2.0, 3.0]}
+    assert "Code: commit abc123 at start." in (tmp_path / "results.md").read_text()
+
+    now = {**MACHINE, "load_average_at_start": [1.25, 2.0, 3.0], "commit": "def456 + changes"}
     goes_on = resume.machine(tmp_path, now, resumes_a_run=True)
     assert goes_on["load_average_at_start"] == [7.5, 7.0, 6.5]
     assert goes_on["load_average_at_resumes"] == [[1.25, 2.0, 3.0]]
     line = markdown(settings, goes_on, {}, [])
     assert "load [7.5, 7.0, 6.5] at start, [1.25, 2.0, 3.0] at a resume; Python" in line
+    assert "Code: commit abc123 at start, def456 + changes at a resume." in line
     assert resume.machine(tmp_path / "none", now, resumes_a_run=True) == now
 
 
@@ -283,3 +287,29 @@ def test_a_final_checkpoint_that_cannot_be_played_is_an_error_in_the_record(tmp_
     played = learning.evaluate_final_checkpoint(logdir, 2, tmp_path / "evaluations")
     assert set(played) == {"greedy", "sampled"}
     assert all("config.json" in result["error"] for result in played.values()), played
+
+
+def test_the_machine_names_the_commit_of_the_code_and_whether_it_was_changed(tmp_path,
+                                                                              monkeypatch):
+    """A record's run names the commit it ran (benchmarks.harness.machine.source_commit):
+    the checkout's HEAD, "+ changes" while a tracked file differs from it; none outside git."""
+    from benchmarks.harness import machine
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "code")
+    monkeypatch.setattr(machine, "REPO", tmp_path)
+    head = git("rev-parse", "HEAD")
+    assert machine.machine_info()["commit"] == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert machine.source_commit() == f"{head} + changes"
+    (tmp_path / "notes.txt").write_text("untracked files are not the code that ran\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    assert machine.source_commit() == head
+    monkeypatch.setattr(machine, "REPO", tmp_path / "elsewhere")
+    assert machine.source_commit() is None
