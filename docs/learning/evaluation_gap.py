@@ -19,6 +19,10 @@ throughout (the curve's and the evaluation's measure):
   100 games: level, the final checkpoint is one draw of a policy that moves from update to
   update; below, frozen policies play below the learning one the curve measures.
 - each worker's own last 100 games along the run (TensorBoard's episode/return).
+
+Every set of games keeps its returns and the score most of its games ended at: a frozen
+policy can lose the same way game after game, where the curve's games were each played by
+hundreds of successive policies.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import glob
 import json
 import re
 import statistics
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +42,13 @@ SEED = 12345  # the evaluation's (a3c_graph.evaluate's default)
 
 
 def mean_and_error(returns) -> dict:
-    """The games' mean, the standard error of that mean, and how many."""
+    """The games' mean, the standard error of that mean, how many, the score most of them
+    ended at and how many did (a frozen policy caught in one trap shows there), and the
+    games' returns."""
+    score, count = Counter(returns).most_common(1)[0]
     return {"mean": statistics.fmean(returns), "games": len(returns),
-            "standard_error": statistics.stdev(returns) / len(returns) ** 0.5}
+            "standard_error": statistics.stdev(returns) / len(returns) ** 0.5,
+            "most_common": {"score": score, "games": count}, "returns": list(returns)}
 
 
 def difference(a: dict, b: dict) -> dict:
