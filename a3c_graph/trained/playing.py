@@ -1,7 +1,8 @@
 """Playing a checkpoint's policy: the checkpoint checked against the network
 (checked_checkpoint), every model evaluate asks for in a thread of its own (play_models),
 each playing episodes one after the other (any env, and the recorded video) or whole Atari
-games at once as one batch (play_games); the GIF of a recording.
+games at once as one batch (play_games); the GIF of a recording; and a checkpoint played on
+training's own env batches, its games counted as they end (play_stream, a diagnostic).
 
 evaluation.py (the command and a3c_graph.evaluate) checks the flags and calls play_models
 once TensorFlow may load.
