@@ -36,8 +36,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from last_games import GAMES, last_games  # beside this file
 
-GAMES = 100
 SEED = 12345  # the evaluation's (a3c_graph.evaluate's default)
 
 
@@ -66,18 +66,6 @@ def progress_clock(logdir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = sorted((r["time"], r["env_steps"], r["global_step"]) for r in rows
                   if r.get("env_steps") is not None and r.get("global_step") is not None)
     return tuple(np.asarray(column, float) for column in zip(*rows))
-
-
-def last_games(logdir: Path, checkpoint: str) -> tuple[list[float], float]:
-    """The curve's last GAMES games at `checkpoint` (the cluster's recent returns, newest by
-    end time) and the time the oldest of them ended."""
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(checkpoint)
-    returns = reader.get_tensor("episode_stats/recent_returns").ravel()
-    ended = reader.get_tensor("episode_stats/recent_end_times").ravel()
-    newest = [i for i in np.argsort(ended) if ended[i] >= 0][-GAMES:]
-    return [float(returns[i]) for i in newest], float(ended[newest[0]])
 
 
 def kept_checkpoints(logdir: Path) -> list[tuple[str, int]]:
@@ -127,7 +115,7 @@ def measure(logdir: Path, record: dict, games: int, window: float) -> dict:
     clock = progress_clock(logdir)
     kept = kept_checkpoints(logdir)
     final = kept[-1][0]
-    curve_games, oldest = last_games(logdir, final)
+    _, curve_games, oldest = last_games(final)
     steps_of = lambda global_step: float(np.interp(global_step, clock[2], clock[1]))  # noqa: E731
     start = float(np.interp(oldest, clock[0], clock[1]))
     end = steps_of(kept[-1][1])

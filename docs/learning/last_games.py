@@ -20,15 +20,17 @@ import numpy as np
 from a3c_graph.core.stop_rule import RECENT_EPISODES as GAMES  # the mean return(100)
 
 
-def last_games(logdir: Path) -> tuple[int, list[float]]:
-    """(the checkpoint's env steps, its GAMES newest returns by end time, oldest first)."""
+def last_games(checkpoint: Path) -> tuple[int, list[float], float]:
+    """(the checkpoint's env steps, its GAMES newest returns by end time, oldest first, and
+    the time the oldest of them ended); `checkpoint` a log dir (its newest) or a prefix."""
     import tensorflow as tf
 
-    reader = tf.train.load_checkpoint(str(logdir))
+    reader = tf.train.load_checkpoint(str(checkpoint))
     returns = reader.get_tensor("episode_stats/recent_returns").ravel()
     ended = reader.get_tensor("episode_stats/recent_end_times").ravel()
     newest = [i for i in np.argsort(ended) if ended[i] >= 0][-GAMES:]
-    return int(reader.get_tensor("episode_stats/env_steps")), [float(returns[i]) for i in newest]
+    return (int(reader.get_tensor("episode_stats/env_steps")),
+            [float(returns[i]) for i in newest], float(ended[newest[0]]))
 
 
 def curve_at(record: dict, frames: float) -> float:
@@ -39,7 +41,7 @@ def curve_at(record: dict, frames: float) -> float:
 
 
 def main(logdir: Path, record_dir: Path, out: Path) -> dict:
-    env_steps, returns = last_games(logdir)
+    env_steps, returns, _ = last_games(logdir)
     if len(returns) < GAMES:
         raise SystemExit(f"last_games.py: {logdir} holds {len(returns)} finished games, "
                          f"fewer than {GAMES}")
