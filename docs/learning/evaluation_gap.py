@@ -61,10 +61,10 @@ def difference(a: dict, b: dict) -> dict:
 
 def progress_clock(logdir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, env steps, global step) of every progress write of every worker, by time."""
-    rows = [json.loads(line) for path in sorted((logdir / "progress").glob("worker_*.jsonl"))
-            for line in path.read_text().splitlines() if line.strip()]
-    rows = sorted((r["time"], r["env_steps"], r["global_step"]) for r in rows
-                  if r.get("env_steps") is not None and r.get("global_step") is not None)
+    from a3c_graph.rundir.progress import read_history
+
+    rows = [(r["time"], r["env_steps"], r["global_step"]) for r in read_history(logdir)
+            if None not in (r.get("time"), r.get("env_steps"), r.get("global_step"))]
     return tuple(np.asarray(column, float) for column in zip(*rows))
 
 
@@ -153,6 +153,8 @@ def plot(result: dict, record: dict, out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from benchmarks.harness.report import save_figure
+
     skip = result["frame_skip"] / 1e6
     curve = result["curve_last_games"]
     left = curve["to_env_steps"] - 4 * (curve["to_env_steps"] - curve["from_env_steps"])
@@ -181,11 +183,7 @@ def plot(result: dict, record: dict, out: Path) -> Path:
            title=f"{record['env']} seed {record['seed']}: the final stretch, played again")
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="lower left")
-    fig.tight_layout()
-    path = out / "evaluation-gap.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, out / "evaluation-gap.png")
 
 
 def main(argv=None) -> dict:
