@@ -30,8 +30,8 @@ and the defaults (the env's preset) for everything else:
 After a run of a task that plays its final checkpoint (Pong: 10 games; the other Atari
 games: 100 whole games at once, and further batches of 100 until 150,000 agent steps; the
 continuous tasks: 30 episodes), the suite runs `python -m a3c_graph.evaluate --logdir RUN
---episodes N [--min-agent-steps S]` greedy and again with --sample,
-each in its own process, and records both (<out>/evaluations/<run>-greedy.txt, -sampled.txt).
+--episodes N [--min-agent-steps S]` greedy and with --sample,
+in two processes at once, and records both (<out>/evaluations/<run>-greedy.txt, -sampled.txt).
 
 The curves come from the progress history every worker appends (a3c_graph.rundir.progress): the
 cluster's env steps and mean return of the last 100 episodes every --progress-secs, the
@@ -50,15 +50,17 @@ records are relative to <out>.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import IO, Any, NamedTuple, NoReturn
 
 from a3c_graph.core.config import A3CConfig, add_config_arguments
 from a3c_graph.core.run_spec import resolve_run
@@ -120,30 +122,52 @@ def run_task(run: PlannedRun, config: A3CConfig, out: Path) -> dict:
 def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path,
                               min_agent_steps: int = 0) -> dict[str, dict]:
     """The run's latest checkpoint played for `games` games (and more, whole batches of
-    them, until they hold `min_agent_steps` agent steps), greedy and sampled: each mode's
-    summary line of a3c_graph.evaluate (the returns' mean, spread and each game's return and
-    frames, the checkpoint), or
-    {"error": its last line on stderr}. The printouts go to <folder>/<run>-<mode>.txt."""
+    them, until they hold `min_agent_steps` agent steps), greedy and sampled at once, in two
+    processes: each mode's summary line of a3c_graph.evaluate (the returns' mean, spread and
+    each game's return and frames, the checkpoint), or {"error": its last line on stderr}.
+    The printouts go to <folder>/<run>-<mode>.txt."""
     folder.mkdir(parents=True, exist_ok=True)
-    env = child_env()
-    played = {}
-    for mode, flags in (("greedy", []), ("sampled", ["--sample"])):
-        result = subprocess.run(
-            [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir),
-             "--episodes", str(games), "--min-agent-steps", str(min_agent_steps), *flags],
-            capture_output=True, text=True, cwd=REPO, env=env)
-        printout = folder / f"{logdir.name}-{mode}.txt"
-        write_atomic(printout, result.stdout)
-        if result.returncode != 0:
-            lines = result.stderr.strip().splitlines() or [f"exit status {result.returncode}"]
-            played[mode] = {"error": lines[-1]}
-            continue
-        summary = json.loads(result.stdout.strip().splitlines()[-1])
-        played[mode] = {key: summary[key] for key in (
-            "mean_return", "min_return", "max_return", "std_return", "episodes", "returns",
-            "frames") if key in summary}
-        played[mode].update(checkpoint=Path(summary["checkpoint"]).name,
-                            printout=_relative(printout, folder.parent))
+    modes = {"greedy": [], "sampled": ["--sample"]}
+    with contextlib.ExitStack() as stack:
+        started = {}
+        for mode, flags in modes.items():
+            # Files, not pipes: a pipe nobody reads while the other mode plays could fill.
+            stdout, stderr = (stack.enter_context(tempfile.TemporaryFile("w+"))
+                              for _ in range(2))
+            process = subprocess.Popen(
+                [sys.executable, "-m", "a3c_graph.evaluate", "--logdir", str(logdir),
+                 "--episodes", str(games), "--min-agent-steps", str(min_agent_steps), *flags],
+                stdout=stdout, stderr=stderr, text=True, cwd=REPO, env=child_env())
+            stack.callback(_stop, process)
+            started[mode] = (process, stdout, stderr)
+        return {mode: _evaluation(process.wait(), _read(stdout), _read(stderr),
+                                  folder / f"{logdir.name}-{mode}.txt")
+                for mode, (process, stdout, stderr) in started.items()}
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """An evaluation still playing when the suite stops (a signal, an error) ends with it."""
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def _read(file: IO[str]) -> str:
+    file.seek(0)
+    return file.read()
+
+
+def _evaluation(returncode: int, stdout: str, stderr: str, printout: Path) -> dict:
+    write_atomic(printout, stdout)
+    if returncode != 0:
+        lines = stderr.strip().splitlines() or [f"exit status {returncode}"]
+        return {"error": lines[-1]}
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    played = {key: summary[key] for key in (
+        "mean_return", "min_return", "max_return", "std_return", "episodes", "returns",
+        "frames") if key in summary}
+    played.update(checkpoint=Path(summary["checkpoint"]).name,
+                  printout=_relative(printout, printout.parent.parent))
     return played
 
 

@@ -281,6 +281,34 @@ def test_the_final_checkpoint_is_played_greedy_and_sampled_and_reported(tmp_path
     assert summary["median_sampled_evaluation"] == sampled["mean_return"]
 
 
+def test_a_suite_stopped_while_it_evaluates_leaves_no_evaluation_playing(tmp_path,
+                                                                         monkeypatch):
+    """The two modes play at once; a stop (the suite's SIGTERM) while the first is awaited
+    ends both processes, not only the suite."""
+    logdir = tmp_path / "runs" / "cartpole-graph-w2-seed0"
+    logdir.parent.mkdir()
+    untrained_run(logdir)
+    started, stops = [], []
+
+    class StoppedWhileWaiting(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+        def wait(self, timeout=None):
+            if not stops and len(started) == 2:
+                stops.append(self)
+                raise KeyboardInterrupt  # as the suite's signal handler stops it
+            return super().wait(timeout)
+
+    monkeypatch.setattr(learning.subprocess, "Popen", StoppedWhileWaiting)
+    with pytest.raises(KeyboardInterrupt):
+        learning.evaluate_final_checkpoint(logdir, 1000, tmp_path / "evaluations")
+    assert len(started) == 2 and stops == started[:1]
+    assert all(process.poll() is not None for process in started)
+    assert not list((tmp_path / "evaluations").glob("*.txt"))
+
+
 def test_a_final_checkpoint_that_cannot_be_played_is_an_error_in_the_record(tmp_path):
     logdir = tmp_path / "empty-run"
     logdir.mkdir()
