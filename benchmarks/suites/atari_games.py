@@ -18,8 +18,9 @@ frames, the anchors as lines) and then <OUT>/atari-profile.png (the performance 
 Paths to each run's own results are relative to OUT.
 
 --record-figures prints each run record's figures block (its curve every 5M frames beside
-rl-zoo's own run, read from rl-zoo-run.json in the game's folder, and its evaluations), the
-block its README holds.
+rl-zoo's own run, read from rl-zoo-run.json in the game's folder, and where it falls behind
+that run from 20M frames on, read every 0.25M frames; and its evaluations), the block its
+README holds.
 """
 
 from __future__ import annotations
@@ -258,7 +259,46 @@ def record_figures(record: dict, zoo: dict | None) -> str:
               f"The final checkpoint, sampled actions: {_spread(record)}; greedy: "
               f"{_fmt(evaluated(record, 'greedy'))}{greedy_games}. rl-zoo's A2C "
               f"{anchor.a2c:,.0f}, PPO {anchor.ppo:,.0f} (sampled)."]
+    if zoo is not None:
+        lines += ["", _against_zoo_run(record, zoo)]
     return "\n".join(lines) + "\n"
+
+
+def _behind_zoo_run(record: dict, zoo: dict) -> list[tuple[float, float, float]]:
+    """The stretches of the budget's second half where the curve, read every 0.25M frames,
+    is below rl-zoo's run: (first, last millions of frames, the widest gap) each."""
+    stretches: list[tuple[float, float, float]] = []
+    readings = [m / 4 for m in range(80, 161)]  # 20M to 40M frames
+    for at, before in zip(readings, [None, *readings]):
+        ours, theirs = curve_at(record, at), curve_at({"curve": zoo}, at)
+        if ours is None or theirs is None or ours >= theirs:
+            continue
+        if stretches and stretches[-1][1] == before:
+            first, _, gap = stretches.pop()
+            stretches.append((first, at, max(gap, theirs - ours)))
+        else:
+            stretches.append((at, at, theirs - ours))
+    return stretches
+
+
+def _gap(points: float) -> str:
+    return f"{points:,.1f}" if points >= 0.1 else "less than 0.1"
+
+
+def _against_zoo_run(record: dict, zoo: dict) -> str:
+    """The curve against rl-zoo's run from 20M frames on, in one sentence."""
+    if curve_at(record, 40.0) is None:
+        return "The curve ends short of 40M frames: not read against rl-zoo's run."
+    stretches = _behind_zoo_run(record, zoo)
+    if not stretches:
+        return ("Read every 0.25M frames from 20M on, the curve is level with or ahead of "
+                "rl-zoo's run at every reading.")
+    behind = sum(round((last - first) * 4) + 1 for first, last, _ in stretches)
+    spans = "; ".join(
+        f"at {first:g}M (by {_gap(gap)})" if first == last else
+        f"from {first:g}M to {last:g}M (by up to {_gap(gap)})" for first, last, gap in stretches)
+    return (f"Read every 0.25M frames from 20M on, the curve is behind rl-zoo's run at "
+            f"{behind} of 81 readings: {spans}; level with or ahead of it at the others.")
 
 
 NAMES = {"atari-breakout": "Breakout", "atari-beamrider": "BeamRider",

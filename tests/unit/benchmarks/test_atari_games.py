@@ -185,6 +185,15 @@ def test_a_record_s_figures_read_its_curve_beside_the_zoo_s_and_its_evaluations(
     assert "reached A2C's 2,890 at 34.0M frames (120 minutes)" in text
     assert "sampled actions: 30 games, 2,500.0 ± 3.7 [" in text
     assert "greedy: 1,250.0 over 30 games" in text
+    # Read every 0.25M frames from 20M on: behind while the curve held 400 against 984.
+    assert ("the curve is behind rl-zoo's run at 56 of 81 readings: from 20M to 33.75M (by "
+            "up to 584.0); level with or ahead of it at the others.") in text
+    record["curve"]["mean_return"][0] = 984.0
+    assert "level with or ahead of rl-zoo's run at every reading" in record_figures(record, zoo)
+    record["curve"]["mean_return"][0] = 983.0
+    assert "from 20M to 33.75M (by up to 1.0)" in record_figures(record, zoo)
+    cut_short = {**record, "curve": {key: values[:2] for key, values in record["curve"].items()}}
+    assert "ends short of 40M frames" in record_figures(cut_short, zoo)
     # A run that never reached the score, and a game without the zoo's run: no zoo row.
     record["curve"]["mean_return"] = [400.0, 2000.0, 2100.0]
     text = record_figures(record, None)
