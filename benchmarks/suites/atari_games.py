@@ -145,6 +145,9 @@ def _spread(record: dict) -> str:
 
 
 MARKS = tuple(range(5, 45, 5))  # millions of frames at which each run's curve is read
+# Millions of frames at which a record reads its curve against rl-zoo's run: every 0.25M
+# frames of the budget's second half.
+AGAINST_ZOO = tuple(m / 4 for m in range(80, 161))
 
 
 def curve_at(record: dict, millions: float) -> float | None:
@@ -265,11 +268,10 @@ def record_figures(record: dict, zoo: dict | None) -> str:
 
 
 def _behind_zoo_run(record: dict, zoo: dict) -> list[tuple[float, float, float]]:
-    """The stretches of the budget's second half where the curve, read every 0.25M frames,
-    is below rl-zoo's run: (first, last millions of frames, the widest gap) each."""
+    """The stretches of AGAINST_ZOO where the curve is below rl-zoo's run: (first, last
+    millions of frames, the widest gap) each."""
     stretches: list[tuple[float, float, float]] = []
-    readings = [m / 4 for m in range(80, 161)]  # 20M to 40M frames
-    for at, before in zip(readings, [None, *readings]):
+    for at, before in zip(AGAINST_ZOO, [None, *AGAINST_ZOO]):
         ours, theirs = curve_at(record, at), curve_at({"curve": zoo}, at)
         if ours is None or theirs is None or ours >= theirs:
             continue
@@ -286,19 +288,20 @@ def _gap(points: float) -> str:
 
 
 def _against_zoo_run(record: dict, zoo: dict) -> str:
-    """The curve against rl-zoo's run from 20M frames on, in one sentence."""
-    if curve_at(record, 40.0) is None:
-        return "The curve ends short of 40M frames: not read against rl-zoo's run."
+    """The curve against rl-zoo's run at AGAINST_ZOO, in one sentence."""
+    if curve_at(record, AGAINST_ZOO[-1]) is None:
+        return (f"The curve ends short of {AGAINST_ZOO[-1]:g}M frames: not read against "
+                "rl-zoo's run.")
+    read = f"Read every 0.25M frames from {AGAINST_ZOO[0]:g}M on, the curve"
     stretches = _behind_zoo_run(record, zoo)
     if not stretches:
-        return ("Read every 0.25M frames from 20M on, the curve is level with or ahead of "
-                "rl-zoo's run at every reading.")
+        return f"{read} is level with or ahead of rl-zoo's run at every reading."
     behind = sum(round((last - first) * 4) + 1 for first, last, _ in stretches)
     spans = "; ".join(
         f"at {first:g}M (by {_gap(gap)})" if first == last else
         f"from {first:g}M to {last:g}M (by up to {_gap(gap)})" for first, last, gap in stretches)
-    return (f"Read every 0.25M frames from 20M on, the curve is behind rl-zoo's run at "
-            f"{behind} of 81 readings: {spans}; level with or ahead of it at the others.")
+    return (f"{read} is behind rl-zoo's run at {behind} of {len(AGAINST_ZOO)} readings: "
+            f"{spans}; level with or ahead of it at the others.")
 
 
 NAMES = {"atari-breakout": "Breakout", "atari-beamrider": "BeamRider",
