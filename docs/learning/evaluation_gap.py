@@ -189,7 +189,7 @@ def plot(result: dict, record: dict, out: Path) -> Path:
     ax.set(xlabel="frames (millions)", ylabel="mean score (sampled actions)",
            title=f"{record['env']} seed {record['seed']}: the final stretch, played again")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="lower left")
+    ax.legend(fontsize="small", loc="best")
     return save_figure(fig, out / "evaluation-gap.png")
 
 
