@@ -296,7 +296,7 @@ def _against_zoo_run(record: dict, zoo: dict) -> str:
     stretches = _behind_zoo_run(record, zoo)
     if not stretches:
         return f"{read} is level with or ahead of rl-zoo's run at every reading."
-    behind = sum(round((last - first) * 4) + 1 for first, last, _ in stretches)
+    behind = sum(any(first <= at <= last for first, last, _ in stretches) for at in AGAINST_ZOO)
     spans = "; ".join(
         f"at {first:g}M (by {_gap(gap)})" if first == last else
         f"from {first:g}M to {last:g}M (by up to {_gap(gap)})" for first, last, gap in stretches)

@@ -59,11 +59,6 @@ def difference(a: dict, b: dict) -> dict:
             "level": abs(gap) <= 2 * error}
 
 
-def say(line: str) -> None:
-    """One line of progress: each set of games takes minutes on Atari."""
-    print(line, flush=True)
-
-
 def progress_clock(logdir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(time, env steps, global step) of every progress write of every worker, by time."""
     from a3c_graph.rundir.progress import read_history
@@ -128,13 +123,13 @@ def measure(logdir: Path, record: dict, games: int, window: float) -> dict:
     seeds = [actor_seed(config.seed, task, actor)
              for task in range(workers) for actor in range(config.actor_threads)]
     stream = mean_and_error(play(config, final, games, seeds))
-    say(f"the final checkpoint on training's envs: {stream['mean']:.1f}")
+    print(f"the final checkpoint on training's envs: {stream['mean']:.1f}", flush=True)
     window_checkpoints = []
     for prefix, global_step in kept:
         if steps_of(global_step) >= end - window * (end - start):
-            played = mean_and_error(play(config, prefix, games))
-            say(f"{Path(prefix).name}, the evaluation's way: {played['mean']:.1f}")
-            window_checkpoints.append({"checkpoint": Path(prefix).name,
+            name, played = Path(prefix).name, mean_and_error(play(config, prefix, games))
+            print(f"{name}, the evaluation's way: {played['mean']:.1f}", flush=True)
+            window_checkpoints.append({"checkpoint": name,
                                        "env_steps": steps_of(global_step), **played})
     curve = mean_and_error(curve_games)
     pooled = {"mean": statistics.fmean(c["mean"] for c in window_checkpoints),
