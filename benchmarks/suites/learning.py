@@ -87,13 +87,31 @@ PROG = "benchmarks.learning"
 
 # --------------------------------------------------------------------------- the suite
 
+TRAINED = "trained.json"  # in a run's log dir: its training record, before its evaluation
+
+
 def run_task(run: PlannedRun, config: A3CConfig, out: Path) -> dict:
     """One planned run (a seed of a task with its workers and envs), through the launcher;
     its record with curve and verdict. A run cut off earlier (its log dir is there) goes on
-    from its checkpoint (resume.py), with what is left of its time budget."""
+    from its checkpoint (resume.py), with what is left of its time budget; one whose
+    training ended but not its evaluation (TRAINED is there) is only evaluated."""
+    task = run.task
+    logdir = out / "runs" / run.spec.name
+    record = _trained_record(logdir)
+    if record is None:
+        record = _train(run, config, out, logdir)
+    if task.evaluation_games and record["exit_code"] == 0:
+        record["evaluation"] = evaluate_final_checkpoint(
+            out / record["logdir"], task.evaluation_games, out / "evaluations",
+            task.evaluation_steps)
+    return record
+
+
+def _train(run: PlannedRun, config: A3CConfig, out: Path, logdir: Path) -> dict:
+    """run_task's training: the run launched (or resumed) to its end, its record kept in
+    <logdir>/TRAINED when an evaluation is to follow, so a stop during it loses neither."""
     task = run.task
     spec = dataclasses.replace(run.spec, max_seconds=config.max_seconds)
-    logdir = out / "runs" / spec.name
     earlier_wall = 0.0  # the wall seconds of the pieces before this one
     if logdir.exists():
         earlier_wall = resume.wall_seconds(logdir)
@@ -113,9 +131,18 @@ def run_task(run: PlannedRun, config: A3CConfig, out: Path) -> dict:
     record.update(_learning_fields(record, task, config, launched, frame_skip, out,
                                    earlier_wall))
     if task.evaluation_games and record["exit_code"] == 0:
-        record["evaluation"] = evaluate_final_checkpoint(
-            out / record["logdir"], task.evaluation_games, out / "evaluations",
-            task.evaluation_steps)
+        write_atomic(logdir / TRAINED, json.dumps(record, indent=1))
+    return record
+
+
+def _trained_record(logdir: Path) -> dict | None:
+    """The training record a run's log dir kept for its evaluation, or None."""
+    try:
+        record = json.loads((logdir / TRAINED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    print(f"{PROG}: {logdir.name} ended its training before; its final checkpoint is "
+          "evaluated", flush=True)
     return record
 
 

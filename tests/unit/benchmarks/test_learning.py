@@ -309,6 +309,41 @@ def test_a_suite_stopped_while_it_evaluates_leaves_no_evaluation_playing(tmp_pat
     assert not list((tmp_path / "evaluations").glob("*.txt"))
 
 
+def test_a_run_stopped_during_its_evaluation_is_evaluated_at_a_resume_without_a_launch(
+        tmp_path, monkeypatch):
+    """A stop while the final checkpoint is played loses neither the training nor its
+    record: the resumed run plays the checkpoint and launches nothing."""
+    task = dataclasses.replace(TASKS["cartpole"], evaluation_games=2)
+    run = learning.plan([task], [2], 1, 0, None)[0]
+    logdir = tmp_path / "runs" / run.spec.name
+    logdir.parent.mkdir()
+    untrained_run(logdir)
+    trained = {"name": run.spec.name, "logdir": str(logdir), "exit_code": 0,
+               "stop_reason": "max_steps", "final_env_steps": 1234}
+    launches = []
+
+    def launch(spec, config, out):
+        launches.append(spec.name)
+        return dict(trained)
+
+    monkeypatch.setattr(learning, "run_one", launch)
+    monkeypatch.setattr(learning, "_learning_fields", lambda record, *rest: {})
+    real_evaluation = learning.evaluate_final_checkpoint
+
+    def stopped(*args):
+        raise KeyboardInterrupt  # as the suite's SIGTERM stops it
+
+    monkeypatch.setattr(learning, "evaluate_final_checkpoint", stopped)
+    config = learning.A3CConfig(env="CartPole-v1", max_seconds=600)
+    with pytest.raises(KeyboardInterrupt):
+        learning.run_task(run, config, tmp_path)
+    monkeypatch.setattr(learning, "evaluate_final_checkpoint", real_evaluation)
+    record = learning.run_task(run, config, tmp_path)
+    assert launches == [run.spec.name]
+    assert record["final_env_steps"] == 1234 and record["stop_reason"] == "max_steps"
+    assert record["evaluation"]["sampled"]["episodes"] == 2, record["evaluation"]
+
+
 def test_a_final_checkpoint_that_cannot_be_played_is_an_error_in_the_record(tmp_path):
     logdir = tmp_path / "empty-run"
     logdir.mkdir()
