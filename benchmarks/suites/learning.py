@@ -100,16 +100,19 @@ def run_task(run: PlannedRun, config: A3CConfig, out: Path) -> dict:
     record = _trained_record(logdir)
     if record is None:
         record = _train(run, config, out, logdir)
-    if task.evaluation_games and record["exit_code"] == 0:
-        record["evaluation"] = evaluate_final_checkpoint(
-            out / record["logdir"], task.evaluation_games, out / "evaluations",
-            task.evaluation_steps)
+        if not (task.evaluation_games and record["exit_code"] == 0):
+            return record
+        # Kept on disk so that a stop during the evaluation loses neither.
+        write_atomic(logdir / TRAINED, json.dumps(record, indent=1))
+    record["evaluation"] = evaluate_final_checkpoint(
+        out / record["logdir"], task.evaluation_games, out / "evaluations",
+        task.evaluation_steps)
     return record
 
 
 def _train(run: PlannedRun, config: A3CConfig, out: Path, logdir: Path) -> dict:
-    """run_task's training: the run launched (or resumed) to its end, its record kept in
-    <logdir>/TRAINED when an evaluation is to follow, so a stop during it loses neither."""
+    """run_task's training: the run launched (or resumed from `logdir`) to its end; its
+    record with curve and verdict."""
     task = run.task
     spec = dataclasses.replace(run.spec, max_seconds=config.max_seconds)
     earlier_wall = 0.0  # the wall seconds of the pieces before this one
@@ -130,8 +133,6 @@ def _train(run: PlannedRun, config: A3CConfig, out: Path, logdir: Path) -> dict:
         raise
     record.update(_learning_fields(record, task, config, launched, frame_skip, out,
                                    earlier_wall))
-    if task.evaluation_games and record["exit_code"] == 0:
-        write_atomic(logdir / TRAINED, json.dumps(record, indent=1))
     return record
 
 
