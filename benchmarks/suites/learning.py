@@ -203,8 +203,13 @@ def _learning_fields(record: dict, task: Task, config: A3CConfig, launched: floa
                      frame_skip: int, out: Path, earlier_wall: float) -> dict[str, Any]:
     logdir = Path(record["logdir"])
     # The launches the launcher recorded (a resumed run has several), else this one.
-    curve = Curve.from_history(read_history(logdir), read_launches(logdir) or [launched],
-                               frame_skip)
+    launches = read_launches(logdir)
+    curve = Curve.from_history(read_history(logdir), launches or [launched], frame_skip)
+    pieces = {}  # a resumed run's speed is over all its pieces (CPU and memory: its last's)
+    if len(launches) > 1:
+        rate = resume.steps_per_sec(logdir)
+        pieces = {"steps_per_sec": rate and round(rate, 1),
+                  "frames_per_sec": rate and round(rate * frame_skip, 1)}
     return {
         "task": task.name, "env": config.env, "target": task.target, "floor": task.floor,
         "curve": dataclasses.asdict(curve), **judge(curve, task),
@@ -213,7 +218,7 @@ def _learning_fields(record: dict, task: Task, config: A3CConfig, launched: floa
         "command": record["command"].replace(str(out) + "/", "").replace(str(REPO) + "/", ""),
         "return_curve": None,  # the harness's 0.5-s samples; the curve above replaces them
         # A resumed run's wall time is all its pieces', as its minutes to target are.
-        "wall_s": round(record["wall_s"] + earlier_wall, 1),
+        "wall_s": round(record["wall_s"] + earlier_wall, 1), **pieces,
     }
 
 

@@ -22,7 +22,13 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c_graph.rundir.progress import read_history, read_launches, run_clock, write_atomic
+from a3c_graph.rundir.progress import (
+    read_history,
+    read_launches,
+    run_clock,
+    training_reports,
+    write_atomic,
+)
 from a3c_graph.system.cli import UsageError
 
 SUITE_FILE = "suite.json"
@@ -99,6 +105,23 @@ def trained_seconds(logdir: Path) -> float:
     history = read_history(logdir)
     clock = run_clock(history, read_launches(logdir), first_startup=False)
     return clock[-1] if clock else 0.0
+
+
+def steps_per_sec(logdir: Path) -> float | None:
+    """Agent steps/s of the run in `logdir` over all its pieces: in each piece, the env steps
+    between the report written at its first applied update and its last report, summed, over
+    the time between them, summed (one_run's measure of a run in one piece, whose record
+    holds only its last piece's); None before two reports."""
+    launches = read_launches(logdir)
+    history = read_history(logdir)
+    steps = seconds = 0.0
+    for start, end in zip(launches, [*launches[1:], float("inf")]):
+        reports = training_reports([row for row in history
+                                    if start <= float(row.get("time") or 0.0) < end])
+        if len(reports) >= 2:
+            steps += reports[-1]["env_steps"] - reports[0]["env_steps"]
+            seconds += float(reports[-1]["time"]) - float(reports[0]["time"])
+    return steps / seconds if seconds > 0 else None
 
 
 def wall_seconds(logdir: Path) -> float:

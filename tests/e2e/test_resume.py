@@ -94,20 +94,40 @@ def test_only_runs_that_ended_on_their_own_count_as_finished(tmp_path):
     assert sorted(resume.finished_records(tmp_path)) == ["a", "d"]
 
 
+def _two_pieces(logdir: Path) -> None:
+    """A history of two pieces: launched at 100 (first update at 110, 500 steps in 50 s),
+    and again at 1000 (first update at 1020 at 600 steps, 600 more in 30 s)."""
+    (logdir / "progress").mkdir()
+    rows = [(105.0, None, 0), (110.0, 110.0, 0), (160.0, 110.0, 500),
+            (1010.0, None, 500), (1020.0, 1020.0, 600), (1050.0, 1020.0, 1200)]
+    (logdir / "progress" / "worker_0.jsonl").write_text("".join(
+        json.dumps({"task": 0, "time": t, "training_started": started, "env_steps": steps})
+        + "\n" for t, started, steps in rows))
+    (logdir / "launches.jsonl").write_text('{"launched": 100.0}\n{"launched": 1000.0}\n')
+
+
 def test_a_resumed_run_has_trained_the_sum_of_its_pieces(tmp_path):
-    (tmp_path / "progress").mkdir()
-    rows = [{"time": 105.0, "training_started": None}, {"time": 110.0, "training_started": 110.0},
-            {"time": 160.0, "training_started": 110.0},
-            {"time": 1010.0, "training_started": None},
-            {"time": 1020.0, "training_started": 1020.0},
-            {"time": 1050.0, "training_started": 1020.0}]
-    (tmp_path / "progress" / "worker_0.jsonl").write_text(
-        "".join(json.dumps({"task": 0, **row}) + "\n" for row in rows))
-    (tmp_path / "launches.jsonl").write_text('{"launched": 100.0}\n{"launched": 1000.0}\n')
+    _two_pieces(tmp_path)
     assert resume.trained_seconds(tmp_path) == 50.0 + 30.0
     # Its wall time, the table's "wall min": each piece from its launch (start-up included)
     # to its last write, the pause between pieces left out.
     assert resume.wall_seconds(tmp_path) == 60.0 + 50.0
+    # Its speed: each piece's steps after its first update, over its time after it.
+    assert resume.steps_per_sec(tmp_path) == (500 + 600) / (50.0 + 30.0)
+
+
+def test_a_resumed_runs_record_gives_its_speed_over_all_its_pieces(tmp_path):
+    """The harness measures the piece it launched (here 20 steps/s); the suite's record of
+    the run is over both pieces, as its wall time is."""
+    _two_pieces(tmp_path)
+    last_piece = {"logdir": str(tmp_path), "log": str(tmp_path / "run.log"), "command": "",
+                  "wall_s": 50.0, "steps_per_sec": 20.0, "frames_per_sec": 80.0}
+    fields = learning._learning_fields(last_piece, learning.TASKS["cartpole"],
+                                       learning.A3CConfig(env="CartPole-v1"), 1000.0, 4,
+                                       tmp_path,
+                                       earlier_wall=60.0)
+    assert (fields["steps_per_sec"], fields["frames_per_sec"]) == (13.8, 55.0)
+    assert fields["wall_s"] == 110.0
 
 
 OLD = Path(__file__).resolve().parents[1] / "support" / "data" / "checkpoints-64e573f"
