@@ -160,6 +160,17 @@ def curve_at(record: dict, millions: float) -> float | None:
     return before[-1] if before else None
 
 
+def training_rate(record: dict) -> float | None:
+    """The run's agent steps/s over its training: its curve's steps over its seconds, on the
+    run's clock, which joins the pieces of a run resumed in its log dir (a record written
+    before the suite took a resumed run's speed over all its pieces holds its last piece's)."""
+    curve = record["curve"]
+    steps, seconds = curve.get("env_steps") or [], curve["seconds"]
+    if len(steps) < 2 or seconds[-1] <= seconds[0]:
+        return None
+    return (steps[-1] - steps[0]) / (seconds[-1] - seconds[0])
+
+
 def _reached_a2c_score(record: dict) -> tuple[float, float] | None:
     """(frames, seconds) of training when the curve first reached the game's A2C score."""
     curve, score = record["curve"], ANCHORS[record["task"]].a2c
@@ -206,13 +217,16 @@ def markdown(games: dict[str, dict], records: Sequence[dict],
               "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|"]
     for r in records:
         lines.append(f"| {r['env']} | {r['seed']} | {_fmt(last_frame(r))} | "
-                     f"{_fmt(r['wall_s'] / 60, 0)} | {_fmt(r['steps_per_sec'], 0)} | "
+                     f"{_fmt(r['wall_s'] / 60, 0)} | {_fmt(training_rate(r), 0)} | "
                      f"{_fmt(r['final_mean_return_100'])} | "
                      f"{_fmt(r['best_mean_return_100'])} | {_spread(r)} | "
                      f"{_fmt(evaluated(r, 'greedy'))} | "
                      f"{r['exit_code']} ({r.get('stop_reason')}) | "
                      f"[{r['results']}]({r['results']}/results.md) |")
-    lines += ["", "## Curves", "", "The mean score of the last 100 games the workers played, "
+    lines += ["", "Minutes: wall time, start-ups included. Agent steps/s: over the run's "
+              "training, from its curve's first point to its last (the pieces of a run "
+              "resumed in its log dir joined, the pauses between them left out).",
+              "", "## Curves", "", "The mean score of the last 100 games the workers played, "
               "at each 5M frames of training, and when it first reached the game's A2C score.",
               "", "| game | seed | " + " | ".join(f"{m}M" for m in MARKS) +
               " | reached A2C's score at |", "|---|---:|" + "---:|" * len(MARKS) + "---|"]
@@ -462,11 +476,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     matrices = score_matrices(records)
     text = markdown(games, records, aggregate_lines(matrices))
     write_atomic(out / "atari.json", json.dumps({"games": games, "records": [
-        {key: r.get(key) for key in ("task", "env", "seed", "results", "wall_s",
-                                     "steps_per_sec", "final_mean_return_100",
-                                     "best_mean_return_100", "evaluation", "exit_code",
-                                     "stop_reason", "command")} for r in records]},
-        indent=2) + "\n")
+        {**{key: r.get(key) for key in ("task", "env", "seed", "results", "wall_s",
+                                        "final_mean_return_100", "best_mean_return_100",
+                                        "evaluation", "exit_code", "stop_reason", "command")},
+         "steps_per_sec": training_rate(r)} for r in records]}, indent=2) + "\n")
     write_atomic(out / "atari.md", text)
     write_atomic(out / "readme-table.md", readme_table(games))
     plot(out, records)

@@ -22,10 +22,13 @@ def _record(task, env, seed, sampled, last_100=100.0):
     played = {"mean_return": sampled, "min_return": sampled - 20, "max_return": sampled + 20,
               "std_return": 20.0, "episodes": 30, "returns": returns}
     return {"task": task, "env": env, "seed": seed, "wall_s": 5400.0,
+            # steps_per_sec: the last piece's in a record made before resumed runs got
+            # their speed over all their pieces; the table takes the curve's.
             "steps_per_sec": 1000.0, "exit_code": 0, "stop_reason": "max_steps",
             "final_mean_return_100": last_100, "best_mean_return_100": last_100 + 5,
-            "curve": {"frames": [4_000_000, 40_000_000], "seconds": [600.0, 5400.0],
-                      "mean_return": [2.0, last_100]},
+            # 9M agent steps in 3,600 s of training: 2,500 agent steps/s.
+            "curve": {"frames": [4_000_000, 40_000_000], "seconds": [1800.0, 5400.0],
+                      "env_steps": [1_000_000, 10_000_000], "mean_return": [2.0, last_100]},
             "evaluation": {"greedy": {**played, "mean_return": sampled / 2},
                            "sampled": played}}
 
@@ -71,7 +74,7 @@ def test_each_game_is_set_beside_its_anchors_with_the_seeds_at_a2c_s_score(tmp_p
             "12.0M frames, 30 min |") in table
     assert "| ALE/BeamRider-v5 | 0 | 2.0 |" in table and "| 40.0M frames, 90 min |" in table
     # Each run's evaluation: its games, mean ± standard error [bootstrap interval].
-    assert re.search(r"\| ALE/Breakout-v5 \| 1 \| 40.00M \| 90 \| 1,000 \| 100.0 \| 105.0 \| "
+    assert re.search(r"\| ALE/Breakout-v5 \| 1 \| 40.00M \| 90 \| 2,500 \| 100.0 \| 105.0 \| "
                      r"30 games, 250.0 ± 3.7 \[24\d.\d, 25\d.\d\] \(230 to 270\) \| 125.0 \| "
                      r"0 \(max_steps\) \| \[../breakout\]\(../breakout/results.md\) \|",
                      table), table
