@@ -124,8 +124,7 @@ def test_a_resumed_runs_record_gives_its_speed_over_all_its_pieces(tmp_path):
                   "wall_s": 50.0, "steps_per_sec": 20.0, "frames_per_sec": 80.0}
     fields = learning._learning_fields(last_piece, learning.TASKS["cartpole"],
                                        learning.A3CConfig(env="CartPole-v1"), 1000.0, 4,
-                                       tmp_path,
-                                       earlier_wall=60.0)
+                                       tmp_path, earlier_wall=60.0)
     assert (fields["steps_per_sec"], fields["frames_per_sec"]) == (13.8, 55.0)
     assert fields["wall_s"] == 110.0
 
