@@ -370,6 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine = machine_info()
     if args.resume:
         machine = resume.machine(out, machine, any(run.name not in finished for run in runs))
+        for name in resume.lost_runs(out):
+            print(f"{PROG}: {name} was cut off and its log dir {out / 'runs' / name} is gone: "
+                  "it trains again from the start", file=sys.stderr, flush=True)
     # Written at the start, and again at a resume that gave a new budget (kept for the next).
     resume.save_command(out, [a for a in args.argv if a != "--out" and a != args.out])
     try:

@@ -8,8 +8,10 @@ failure: a failed run is a result too) is kept as it is. A run that was cut off 
 again in its own log dir: the launcher restores the chief's latest checkpoint (weights, Adam
 slots, global step, frame count, episode statistics), the workers append to the same
 history, and the curve puts the pieces on one clock of training time
-(a3c_graph.rundir.progress.run_clock). A time budget (--max-seconds) is the whole run's: a resumed
-piece gets what is left of it. The budget is the one flag a resume may change
+(a3c_graph.rundir.progress.run_clock); one whose log dir is gone (runs/ deleted, or left
+behind in a move to another machine) is named on stderr and trained again from the start.
+A time budget (--max-seconds) is the whole run's: a resumed piece gets what is left of it.
+The budget is the one flag a resume may change
 (`--resume --out OUT --max-seconds N`, or --max-steps): the runs still to finish or cut off
 go on to the new budget, and suite.json keeps it for the next resume; a run that ended on its
 own stays as it ended.
@@ -72,26 +74,44 @@ def with_budget(saved: Sequence[str], budget: Sequence[str]) -> list[str]:
     return [*split_flags(saved, given)[1], *budget]
 
 
+def _records(out: Path) -> list[dict]:
+    try:
+        return list(json.loads((out / "results.json").read_text(encoding="utf-8"))["records"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def _ended_on_its_own(record: dict) -> bool:
+    return (record.get("stop_reason") not in CUT_OFF
+            and record.get("exit_code") not in (None, 130, 143))
+
+
 def finished_records(out: Path) -> dict[str, dict]:
     """The records in <out>/results.json of runs that ended on their own, by run name."""
-    try:
-        records = json.loads((out / "results.json").read_text(encoding="utf-8"))["records"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
-    return {r["name"]: r for r in records if r.get("stop_reason") not in CUT_OFF
-            and r.get("exit_code") not in (None, 130, 143)}
+    return {r["name"]: r for r in _records(out) if _ended_on_its_own(r)}
+
+
+def lost_runs(out: Path) -> list[str]:
+    """The runs <out>/results.json holds as cut off whose log dirs under <out>/runs are gone
+    (deleted, or left behind in a move to another machine): a resume trains them again from
+    the start."""
+    return [r["name"] for r in _records(out)
+            if not _ended_on_its_own(r) and not (out / "runs" / r["name"]).is_dir()]
 
 
 def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:
     """The machine as <out>/results.json recorded it when the suite started (`now` if there
-    is none), with the load and the code's commit now added to those at a resume when a run
-    goes on: a resume that only rewrites the results keeps the record as the run left it."""
+    is none, or when neither a finished run nor a run's log dir is left), with the load and
+    the code's commit now added to those at a resume when a run goes on: a resume that only
+    rewrites the results keeps the record as the run left it."""
     try:
         kept = json.loads((out / "results.json").read_text(encoding="utf-8"))["machine"]
     except (OSError, ValueError, KeyError, TypeError):
         return now
     if not isinstance(kept, dict) or "load_average_at_start" not in kept:
         return now
+    if not finished_records(out) and not any(p.is_dir() for p in (out / "runs").glob("*")):
+        return now  # nothing the recorded start ran is left: the suite starts anew
     if resumes_a_run:
         kept["load_average_at_resumes"] = [*kept.get("load_average_at_resumes", []),
                                            now["load_average_at_start"]]

@@ -126,6 +126,27 @@ def test_resume_keeps_the_machine_the_suite_started_on_and_adds_the_load_at_a_re
     assert resume.machine(tmp_path / "none", now, resumes_a_run=True) == now
 
 
+def test_a_resume_that_finds_its_cut_off_runs_log_dir_gone_records_a_new_start(tmp_path):
+    """A run cut off, whose runs/ was left behind (a move to another machine): the resume
+    names it and trains it from the start, and the results give the machine and the commit
+    of that start, not the lost piece's."""
+    settings = {"tasks": ["cartpole"], "seeds": 1, "workers": 2, "a3c_flags": []}
+    started = {**MACHINE, "load_average_at_start": [7.5, 7.0, 6.5], "commit": "abc123"}
+    _finished_suite(tmp_path, settings, started)
+    results = json.loads((tmp_path / "results.json").read_text())
+    name = results["records"][0]["name"]
+    results["records"][0].update(stop_reason="signal", exit_code=143)
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    now = {**MACHINE, "load_average_at_start": [1.25, 2.0, 3.0], "commit": "def456"}
+    assert resume.lost_runs(tmp_path) == [name]
+    assert resume.machine(tmp_path, now, resumes_a_run=True) == now
+    # With its log dir there it goes on from its checkpoint: the start's record is kept.
+    (tmp_path / "runs" / name).mkdir(parents=True)
+    assert resume.lost_runs(tmp_path) == []
+    goes_on = resume.machine(tmp_path, now, resumes_a_run=True)
+    assert (goes_on["commit"], goes_on["commit_at_resumes"]) == ("abc123", ["def456"])
+
+
 def test_a_new_budget_given_at_a_resume_is_kept_for_the_next(tmp_path, capsys):
     _finished_suite(tmp_path, {"tasks": ["cartpole"], "seeds": 1, "workers": 2,
                                "a3c_flags": []}, MACHINE)
