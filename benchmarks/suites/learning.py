@@ -87,23 +87,22 @@ PROG = "benchmarks.learning"
 
 # --------------------------------------------------------------------------- the suite
 
-TRAINED = "trained.json"  # in a run's log dir: its training record, before its evaluation
-
-
 def run_task(run: PlannedRun, config: A3CConfig, out: Path) -> dict:
     """One planned run (a seed of a task with its workers and envs), through the launcher;
     its record with curve and verdict. A run cut off earlier (its log dir is there) goes on
     from its checkpoint (resume.py), with what is left of its time budget; one whose
-    training ended but not its evaluation (TRAINED is there) is only evaluated."""
+    training ended but not its evaluation (resume.TRAINED is there) is only evaluated."""
     task = run.task
     logdir = out / "runs" / run.spec.name
-    record = _trained_record(logdir)
-    if record is None:
+    record = resume.trained_record(logdir)
+    if record is not None:
+        print(f"{PROG}: {logdir.name} ended its training before; its final checkpoint is "
+              "evaluated", flush=True)
+    else:
         record = _train(run, config, out, logdir)
         if not (task.evaluation_games and record["exit_code"] == 0):
             return record
-        # Kept on disk so that a stop during the evaluation loses neither.
-        write_atomic(logdir / TRAINED, json.dumps(record, indent=1))
+        resume.keep_trained(logdir, record)
     record["evaluation"] = evaluate_final_checkpoint(
         out / record["logdir"], task.evaluation_games, out / "evaluations",
         task.evaluation_steps)
@@ -133,17 +132,6 @@ def _train(run: PlannedRun, config: A3CConfig, out: Path, logdir: Path) -> dict:
         raise
     record.update(_learning_fields(record, task, config, launched, frame_skip, out,
                                    earlier_wall))
-    return record
-
-
-def _trained_record(logdir: Path) -> dict | None:
-    """The training record a run's log dir kept for its evaluation, or None."""
-    try:
-        record = json.loads((logdir / TRAINED).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    print(f"{PROG}: {logdir.name} ended its training before; its final checkpoint is "
-          "evaluated", flush=True)
     return record
 
 

@@ -34,6 +34,8 @@ from a3c_graph.rundir.progress import (
 from a3c_graph.system.cli import UsageError
 
 SUITE_FILE = "suite.json"
+# In a run's log dir: its training record, kept until its evaluation has ended.
+TRAINED = "trained.json"
 # The flags --resume may give anew: the time and frame budgets of the runs to go on.
 BUDGET_FLAGS = ("--max-seconds", "--max-steps")
 # How a run that did not end on its own is recorded: stopped by a signal, or the suite
@@ -117,6 +119,20 @@ def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:
                                            now["load_average_at_start"]]
         kept["commit_at_resumes"] = [*kept.get("commit_at_resumes", []), now.get("commit")]
     return kept
+
+
+def keep_trained(logdir: Path, record: dict) -> None:
+    """Keeps a run's training record in its log dir before its final checkpoint is
+    evaluated: a stop during the evaluation loses neither, and a resume only evaluates."""
+    write_atomic(logdir / TRAINED, json.dumps(record, indent=1))
+
+
+def trained_record(logdir: Path) -> dict | None:
+    """The training record keep_trained kept in `logdir`, or None."""
+    try:
+        return json.loads((logdir / TRAINED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def trained_seconds(logdir: Path) -> float:

@@ -147,6 +147,29 @@ def test_a_resume_that_finds_its_cut_off_runs_log_dir_gone_records_a_new_start(t
     assert (goes_on["commit"], goes_on["commit_at_resumes"]) == ("abc123", ["def456"])
 
 
+def test_a_run_stopped_during_its_evaluation_is_only_evaluated_at_the_resume(tmp_path,
+                                                                           monkeypatch):
+    """Training done, the suite stopped while the final checkpoint played: the resume plays
+    it again from the training record kept in the log dir, and launches nothing."""
+    run = learning.plan([TASKS["pong"]], [2], 1, 0, None)[0]
+    logdir = tmp_path / "runs" / run.name
+    logdir.mkdir(parents=True)
+    trained = {"name": run.name, "logdir": f"runs/{run.name}", "exit_code": 0,
+               "stop_reason": "max_steps", "steps_per_sec": 1100.0}
+    resume.keep_trained(logdir, trained)
+
+    def no_training(*args):
+        raise AssertionError("the resume launched the run again")
+
+    played = []
+    monkeypatch.setattr(learning, "_train", no_training)
+    monkeypatch.setattr(learning, "evaluate_final_checkpoint",
+                        lambda *args: played.append(args) or {"sampled": {"mean": 20.5}})
+    record = learning.run_task(run, learning.A3CConfig(env="ALE/Pong-v5"), tmp_path)
+    assert record == {**trained, "evaluation": {"sampled": {"mean": 20.5}}}
+    assert [(games, path) for path, games, *_ in played] == [(10, logdir)]
+
+
 def test_a_new_budget_given_at_a_resume_is_kept_for_the_next(tmp_path, capsys):
     _finished_suite(tmp_path, {"tasks": ["cartpole"], "seeds": 1, "workers": 2,
                                "a3c_flags": []}, MACHINE)
