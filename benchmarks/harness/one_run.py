@@ -51,7 +51,7 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,9 +234,10 @@ def _round(value: float | None, digits: int = 1) -> float | None:
 
 # --------------------------------------------------------------------------- one run
 
-def run_one(spec: RunSpec, config: A3CConfig, out: Path,
-            allow_remote: bool = False) -> dict[str, Any]:
-    """Start one run, sample it until it ends, make sure its processes are gone."""
+def run_one(spec: RunSpec, config: A3CConfig, out: Path, allow_remote: bool = False,
+            watch: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Start one run, sample it until it ends (calling `watch` at every sample: a suite's
+    progress line), make sure its processes are gone."""
     logdir = out / "runs" / spec.name
     log_path = out / "logs" / f"{spec.name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,7 +251,7 @@ def run_one(spec: RunSpec, config: A3CConfig, out: Path,
     interrupted = False
     try:
         stop_reason = _sample_until_exit(popen, sampler, launched + spec.max_seconds
-                                         + OVERRUN_SECS)
+                                         + OVERRUN_SECS, watch)
     except KeyboardInterrupt:
         interrupted, stop_reason = True, "harness_interrupted"
     finally:
@@ -277,9 +278,12 @@ class RunInterrupted(Exception):
         self.record = record
 
 
-def _sample_until_exit(popen: subprocess.Popen, sampler: Sampler, deadline: float) -> str | None:
+def _sample_until_exit(popen: subprocess.Popen, sampler: Sampler, deadline: float,
+                       watch: Callable[[], None] | None = None) -> str | None:
     while popen.poll() is None:
         sampler.sample()
+        if watch is not None:
+            watch()
         if time.time() >= deadline:
             print(f"{PROG}: warning: run overran its budget by {OVERRUN_SECS:.0f} s; stopping it",
                   file=sys.stderr, flush=True)

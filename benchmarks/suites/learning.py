@@ -6,7 +6,9 @@
 
 Each task is a graph-variant run per seed, started through the launcher exactly as a user's
 `scripts/launch_cluster.sh` command (benchmarks.run.run_one), with the task's own flags
-and the defaults (the env's preset) for everything else:
+and the defaults (the env's preset) for everything else. While a run trains, the suite prints
+a line about it every 5 minutes (frames against the budget, mean return(100), agent steps/s,
+the time to the budget at that speed); the run's own log (<out>/logs) has one every 5 s.
 
   cartpole            CartPole-v1 until solved (mean return of the last 100 episodes >= 475)
   cartpole-stability  CartPole-v1 past the target: --target-return 1e9 --max-steps 2000000.
@@ -64,7 +66,14 @@ from typing import IO, Any, NamedTuple, NoReturn
 
 from a3c_graph.core.config import A3CConfig, add_config_arguments
 from a3c_graph.core.run_spec import resolve_run
-from a3c_graph.rundir.progress import read_history, read_launches, write_atomic
+from a3c_graph.rundir.progress import (
+    Totals,
+    read_history,
+    read_launches,
+    read_progress,
+    run_totals,
+    write_atomic,
+)
 from a3c_graph.system.cli import OneLineParser, UsageError, fail
 from benchmarks.harness.machine import machine_info
 from benchmarks.harness.one_run import REPO, RunInterrupted, RunSpec, child_env, run_one
@@ -83,6 +92,9 @@ from benchmarks.suites.learning_report import (  # noqa: F401
 from benchmarks.suites.learning_tasks import TASKS, Curve, Task, judge  # noqa: F401
 
 PROG = "benchmarks.learning"
+# How often the suite prints a line about the run it is training (its log has one every
+# few seconds).
+PROGRESS_EVERY_SECS = 300.0
 
 
 # --------------------------------------------------------------------------- the suite
@@ -125,7 +137,8 @@ def _train(run: PlannedRun, config: A3CConfig, out: Path, logdir: Path) -> dict:
     frame_skip = resolve_run(config).info.frame_skip
     launched = time.time()
     try:
-        record = run_one(spec, config, out)
+        record = run_one(spec, config, out,
+                         watch=RunProgress(spec.name, logdir, config, frame_skip))
     except RunInterrupted as stop:
         stop.record.update(_learning_fields(stop.record, task, config, launched, frame_skip,
                                             out, earlier_wall))
@@ -133,6 +146,46 @@ def _train(run: PlannedRun, config: A3CConfig, out: Path, logdir: Path) -> dict:
     record.update(_learning_fields(record, task, config, launched, frame_skip, out,
                                    earlier_wall))
     return record
+
+
+class RunProgress:
+    """The suite's line about a run while it trains, every PROGRESS_EVERY_SECS: its frames
+    against the budget, its mean return(100), its speed and the time left at that speed, read
+    from its progress files as the launcher's `status` reads them."""
+
+    def __init__(self, name: str, logdir: Path, config: A3CConfig, frame_skip: int,
+                 clock=time.monotonic) -> None:
+        self.name, self.logdir, self.config, self.frame_skip = name, logdir, config, frame_skip
+        self.clock = clock
+        self.due = clock() + PROGRESS_EVERY_SECS
+
+    def __call__(self) -> None:
+        if self.clock() < self.due:
+            return
+        self.due = self.clock() + PROGRESS_EVERY_SECS
+        line = self.line(run_totals(read_progress(self.logdir)), time.time())
+        if line is not None:
+            print(line, flush=True)
+
+    def line(self, totals: Totals | None, now: float) -> str | None:
+        """The line for the run's `totals` at unix time `now`; None before its first update."""
+        if totals is None or totals.training_started is None:
+            return None
+        frames, budget = (steps * self.frame_skip / 1e6
+                          for steps in (totals.env_steps, self.config.max_steps))
+        mean = "-" if totals.mean_return_100 is None else f"{totals.mean_return_100:,.1f}"
+        rate = totals.local_steps_per_sec
+        left = self.config.max_seconds - (now - totals.training_started)
+        if rate > 0:
+            left = min(left, (self.config.max_steps - totals.env_steps) / rate)
+        return (f"{PROG}: {self.name}: {frames:.2f}M of {budget:.0f}M frames, mean "
+                f"return(100) {mean}, {rate:,.0f} agent steps/s, about {_duration(left)} to its "
+                "budget")
+
+
+def _duration(seconds: float) -> str:
+    minutes = max(0, round(seconds / 60))
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def evaluate_final_checkpoint(logdir: Path, games: int, folder: Path,

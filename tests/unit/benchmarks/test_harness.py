@@ -86,6 +86,19 @@ HISTORY = [
 HISTORY.sort(key=lambda r: r["time"])
 
 
+def test_a_run_is_watched_at_every_sample_until_it_ends():
+    """The learning suite's progress line rides on the harness's sampling of a run."""
+    popen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
+    calls = []
+    try:
+        ended = one_run._sample_until_exit(popen, one_run.Sampler(popen.pid), float("inf"),
+                                           lambda: calls.append(popen.poll()))
+    finally:
+        popen.kill()
+        popen.wait()
+    assert ended is None and len(calls) >= 2 and calls[0] is None  # watched while it ran
+
+
 def test_the_first_solved_report_times_the_solve():
     history = [*HISTORY[:5], row(1, 113.0, 9_000, "done", 110.5, stop_reason="solved"),
                row(0, 113.5, 9_000, "done", 110.0, stop_reason="solved")]

@@ -8,11 +8,13 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import colored_pixels, untrained_run
 
+from a3c_graph.rundir.progress import read_progress, run_totals
 from benchmarks.harness.one_run import RunSpec
 from benchmarks.suites import learning, resume
 from benchmarks.suites.learning_report import markdown, median_curve
@@ -147,27 +149,38 @@ def test_a_resume_that_finds_its_cut_off_runs_log_dir_gone_records_a_new_start(t
     assert (goes_on["commit"], goes_on["commit_at_resumes"]) == ("abc123", ["def456"])
 
 
-def test_a_run_stopped_during_its_evaluation_is_only_evaluated_at_the_resume(tmp_path,
-                                                                           monkeypatch):
-    """Training done, the suite stopped while the final checkpoint played: the resume plays
-    it again from the training record kept in the log dir, and launches nothing."""
-    run = learning.plan([TASKS["pong"]], [2], 1, 0, None)[0]
-    logdir = tmp_path / "runs" / run.name
-    logdir.mkdir(parents=True)
-    trained = {"name": run.name, "logdir": f"runs/{run.name}", "exit_code": 0,
-               "stop_reason": "max_steps", "steps_per_sec": 1100.0}
-    resume.keep_trained(logdir, trained)
-
-    def no_training(*args):
-        raise AssertionError("the resume launched the run again")
-
-    played = []
-    monkeypatch.setattr(learning, "_train", no_training)
-    monkeypatch.setattr(learning, "evaluate_final_checkpoint",
-                        lambda *args: played.append(args) or {"sampled": {"mean": 20.5}})
-    record = learning.run_task(run, learning.A3CConfig(env="ALE/Pong-v5"), tmp_path)
-    assert record == {**trained, "evaluation": {"sampled": {"mean": 20.5}}}
-    assert [(games, path) for path, games, *_ in played] == [(10, logdir)]
+def test_the_suite_tells_every_five_minutes_where_the_run_it_trains_is(tmp_path, capsys):
+    """A 40M-frame run trains for hours: the suite's output says how far it is, how it is
+    learning, and how long it has to go at its speed, from the run's progress files."""
+    (tmp_path / "progress").mkdir()
+    started = time.time() - 4000.0  # its first update, 4,000 s ago
+    reading = {"task": 0, "time": started + 4000.0, "global_step": 40_000,
+               "env_steps": 3_200_000, "episodes": 2_000, "mean_return_100": 1234.5,
+               "local_steps_per_sec": 1100.0, "training_started": started, "state": "running"}
+    (tmp_path / "progress" / "worker_0.json").write_text(json.dumps(reading))
+    config = learning.A3CConfig(env="ALE/BeamRider-v5", max_steps=10_000_000,
+                                max_seconds=86_400)
+    now = [0.0]
+    watch = learning.RunProgress("atari-beamrider-graph-w2-seed1", tmp_path, config, 4,
+                                 clock=lambda: now[0])
+    watch()
+    now[0] = learning.PROGRESS_EVERY_SECS - 1
+    watch()
+    assert capsys.readouterr().out == ""  # not yet due
+    now[0] = learning.PROGRESS_EVERY_SECS
+    watch()
+    # 6.8M agent steps left at 1,100 a second: 103 minutes.
+    assert capsys.readouterr().out == (
+        "benchmarks.learning: atari-beamrider-graph-w2-seed1: 12.80M of 40M frames, mean "
+        "return(100) 1,234.5, 1,100 agent steps/s, about 1 h 43 min to its budget\n")
+    watch()
+    assert capsys.readouterr().out == ""  # the next one five minutes on
+    # A time budget that ends first: its seconds left; none before the first update.
+    short = dataclasses.replace(config, max_seconds=4600.0)
+    assert learning.RunProgress("r", tmp_path, short, 4).line(
+        run_totals(read_progress(tmp_path)), now=started + 4000.0).endswith(
+            "about 10 min to its budget")
+    assert watch.line(None, now=started) is None
 
 
 def test_a_new_budget_given_at_a_resume_is_kept_for_the_next(tmp_path, capsys):
@@ -366,7 +379,7 @@ def test_a_run_stopped_during_its_evaluation_is_evaluated_at_a_resume_without_a_
                "stop_reason": "max_steps", "final_env_steps": 1234}
     launches = []
 
-    def launch(spec, config, out):
+    def launch(spec, config, out, watch=None):
         launches.append(spec.name)
         return dict(trained)
 
