@@ -66,6 +66,7 @@ from typing import IO, Any, NamedTuple, NoReturn
 
 from a3c_graph.core.config import A3CConfig, add_config_arguments
 from a3c_graph.core.run_spec import resolve_run
+from a3c_graph.launcher.report import steps_per_sec_between
 from a3c_graph.rundir.progress import (
     Totals,
     read_history,
@@ -127,7 +128,8 @@ def _train(run: PlannedRun, config: A3CConfig, out: Path, logdir: Path) -> dict:
     task = run.task
     spec = dataclasses.replace(run.spec, max_seconds=config.max_seconds)
     earlier_wall = 0.0  # the wall seconds of the pieces before this one
-    if logdir.exists():
+    # Without a checkpoint the launcher starts the run afresh (and drops its history).
+    if (logdir / "checkpoint").exists():
         earlier_wall = resume.wall_seconds(logdir)
         left = max(1.0, config.max_seconds - resume.trained_seconds(logdir))
         config = dataclasses.replace(config, max_seconds=left)
@@ -150,22 +152,31 @@ def _train(run: PlannedRun, config: A3CConfig, out: Path, logdir: Path) -> dict:
 
 class RunProgress:
     """The suite's line about a run while it trains, every PROGRESS_EVERY_SECS: its frames
-    against the budget, its mean return(100), its speed and the time left at that speed, read
-    from its progress files as the launcher's `status` reads them."""
+    against the budget, its mean return(100), its agent steps/s since the line before (the
+    workers' own rates at the first) and the time to the budget at that speed, read from its
+    progress files as the launcher's `status` reads them. Called at every sample of the run
+    (run_one's watch): a line it cannot print (stdout closed) ends the lines, not the run."""
 
     def __init__(self, name: str, logdir: Path, config: A3CConfig, frame_skip: int,
                  clock=time.monotonic) -> None:
         self.name, self.logdir, self.config, self.frame_skip = name, logdir, config, frame_skip
         self.clock = clock
         self.due = clock() + PROGRESS_EVERY_SECS
+        self.last: Totals | None = None  # the reading of the line before
 
     def __call__(self) -> None:
         if self.clock() < self.due:
             return
         self.due = self.clock() + PROGRESS_EVERY_SECS
-        line = self.line(run_totals(read_progress(self.logdir)), time.time())
-        if line is not None:
-            print(line, flush=True)
+        try:
+            line = self.line(run_totals(read_progress(self.logdir)), time.time())
+            if line is not None:
+                print(line, flush=True)
+        except Exception as error:  # whatever it is, the run goes on without its lines
+            self.due = float("inf")
+            with contextlib.suppress(Exception):
+                print(f"{PROG}: warning: no more progress lines for {self.name}: {error}",
+                      file=sys.stderr, flush=True)
 
     def line(self, totals: Totals | None, now: float) -> str | None:
         """The line for the run's `totals` at unix time `now`; None before its first update."""
@@ -174,13 +185,16 @@ class RunProgress:
         frames, budget = (steps * self.frame_skip / 1e6
                           for steps in (totals.env_steps, self.config.max_steps))
         mean = "-" if totals.mean_return_100 is None else f"{totals.mean_return_100:,.1f}"
-        rate = totals.local_steps_per_sec
-        left = self.config.max_seconds - (now - totals.training_started)
-        if rate > 0:
-            left = min(left, (self.config.max_steps - totals.env_steps) / rate)
-        return (f"{PROG}: {self.name}: {frames:.2f}M of {budget:.0f}M frames, mean "
-                f"return(100) {mean}, {rate:,.0f} agent steps/s, about {_duration(left)} to its "
-                "budget")
+        head = f"{PROG}: {self.name}: {frames:.2f}M of {budget:g}M frames, mean return(100) {mean}"
+        rate = steps_per_sec_between(self.last, totals) or totals.local_steps_per_sec
+        self.last = totals
+        if totals.stop_reason is not None:
+            return f"{head}, stopping ({totals.stop_reason})"
+        if rate <= 0:
+            return head
+        left = min(self.config.max_seconds - (now - totals.training_started),
+                   (self.config.max_steps - totals.env_steps) / rate)
+        return f"{head}, {rate:,.0f} agent steps/s, about {_duration(left)} to its budget"
 
 
 def _duration(seconds: float) -> str:
@@ -411,7 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     machine = machine_info()
     if args.resume:
         machine = resume.machine(out, machine, any(run.name not in finished for run in runs))
-        for name in resume.lost_runs(out):
+        for name in resume.lost_runs(out, [run.name for run in runs
+                                           if run.name not in finished]):
             print(f"{PROG}: {name} was cut off and its log dir {out / 'runs' / name} is gone: "
                   "it trains again from the start", file=sys.stderr, flush=True)
     # Written at the start, and again at a resume that gave a new budget (kept for the next).

@@ -76,29 +76,23 @@ def with_budget(saved: Sequence[str], budget: Sequence[str]) -> list[str]:
     return [*split_flags(saved, given)[1], *budget]
 
 
-def _records(out: Path) -> list[dict]:
-    try:
-        return list(json.loads((out / "results.json").read_text(encoding="utf-8"))["records"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-
-
-def _ended_on_its_own(record: dict) -> bool:
-    return (record.get("stop_reason") not in CUT_OFF
-            and record.get("exit_code") not in (None, 130, 143))
-
-
 def finished_records(out: Path) -> dict[str, dict]:
     """The records in <out>/results.json of runs that ended on their own, by run name."""
-    return {r["name"]: r for r in _records(out) if _ended_on_its_own(r)}
+    try:
+        records = json.loads((out / "results.json").read_text(encoding="utf-8"))["records"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {r["name"]: r for r in records if r.get("stop_reason") not in CUT_OFF
+            and r.get("exit_code") not in (None, 130, 143)}
 
 
-def lost_runs(out: Path) -> list[str]:
-    """The runs <out>/results.json holds as cut off whose log dirs under <out>/runs are gone
-    (deleted, or left behind in a move to another machine): a resume trains them again from
-    the start."""
-    return [r["name"] for r in _records(out)
-            if not _ended_on_its_own(r) and not (out / "runs" / r["name"]).is_dir()]
+def lost_runs(out: Path, names: Sequence[str]) -> list[str]:
+    """Of the runs `names` (the suite's, not finished), those that were launched (the suite
+    opened their <out>/logs/<name>.log) but whose log dirs under <out>/runs are gone (deleted,
+    or left behind in a move to another machine): a resume trains them again from the
+    start."""
+    return [name for name in names if (out / "logs" / f"{name}.log").exists()
+            and not (out / "runs" / name).is_dir()]
 
 
 def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:

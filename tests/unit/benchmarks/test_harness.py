@@ -86,17 +86,28 @@ HISTORY = [
 HISTORY.sort(key=lambda r: r["time"])
 
 
-def test_a_run_is_watched_at_every_sample_until_it_ends():
+def test_a_run_is_watched_at_every_sample_until_it_ends(monkeypatch):
     """The learning suite's progress line rides on the harness's sampling of a run."""
-    popen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
-    calls = []
-    try:
-        ended = one_run._sample_until_exit(popen, one_run.Sampler(popen.pid), float("inf"),
-                                           lambda: calls.append(popen.poll()))
-    finally:
-        popen.kill()
-        popen.wait()
-    assert ended is None and len(calls) >= 2 and calls[0] is None  # watched while it ran
+
+    class Run:  # a run that ends at its fourth poll
+        polls = 0
+
+        def poll(self):
+            self.polls += 1
+            return 0 if self.polls == 4 else None
+
+    class Samples:
+        taken = 0
+
+        def sample(self):
+            self.taken += 1
+
+    monkeypatch.setattr(one_run, "SAMPLE_SECS", 0.0)
+    run, samples, watched = Run(), Samples(), []
+    ended = one_run._sample_until_exit(run, samples, float("inf"),
+                                       lambda: watched.append(samples.taken))
+    assert ended is None
+    assert watched == [1, 2, 3]  # once after each sample, none after the run ended
 
 
 def test_the_first_solved_report_times_the_solve():

@@ -139,12 +139,14 @@ def test_a_resume_that_finds_its_cut_off_runs_log_dir_gone_records_a_new_start(t
     name = results["records"][0]["name"]
     results["records"][0].update(stop_reason="signal", exit_code=143)
     (tmp_path / "results.json").write_text(json.dumps(results))
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / f"{name}.log").write_text("launched\n")
     now = {**MACHINE, "load_average_at_start": [1.25, 2.0, 3.0], "commit": "def456"}
-    assert resume.lost_runs(tmp_path) == [name]
+    assert resume.lost_runs(tmp_path, [name, "never-launched"]) == [name]
     assert resume.machine(tmp_path, now, resumes_a_run=True) == now
     # With its log dir there it goes on from its checkpoint: the start's record is kept.
     (tmp_path / "runs" / name).mkdir(parents=True)
-    assert resume.lost_runs(tmp_path) == []
+    assert resume.lost_runs(tmp_path, [name]) == []
     goes_on = resume.machine(tmp_path, now, resumes_a_run=True)
     assert (goes_on["commit"], goes_on["commit_at_resumes"]) == ("abc123", ["def456"])
 
@@ -175,12 +177,51 @@ def test_the_suite_tells_every_five_minutes_where_the_run_it_trains_is(tmp_path,
         "return(100) 1,234.5, 1,100 agent steps/s, about 1 h 43 min to its budget\n")
     watch()
     assert capsys.readouterr().out == ""  # the next one five minutes on
-    # A time budget that ends first: its seconds left; none before the first update.
+    # Five minutes on: the speed is the run's since the line before (330k steps in 300 s).
+    (tmp_path / "progress" / "worker_0.json").write_text(json.dumps(
+        {**reading, "time": started + 4300.0, "env_steps": 3_530_000}))
+    now[0] = 2 * learning.PROGRESS_EVERY_SECS
+    watch()
+    assert capsys.readouterr().out.endswith(
+        "14.12M of 40M frames, mean return(100) 1,234.5, 1,100 agent steps/s, about 1 h 38 "
+        "min to its budget\n")
+    # A time budget that ends first: its seconds left; none before the first update; a run
+    # that is stopping says so.
     short = dataclasses.replace(config, max_seconds=4600.0)
     assert learning.RunProgress("r", tmp_path, short, 4).line(
         run_totals(read_progress(tmp_path)), now=started + 4000.0).endswith(
             "about 10 min to its budget")
     assert watch.line(None, now=started) is None
+    (tmp_path / "progress" / "worker_0.json").write_text(json.dumps(
+        {**reading, "env_steps": 10_000_000, "stop_reason": "max_steps", "state": "done"}))
+    assert watch.line(run_totals(read_progress(tmp_path)), now=started + 9000.0).endswith(
+        "40.00M of 40M frames, mean return(100) 1,234.5, stopping (max_steps)")
+
+
+def test_a_progress_line_that_cannot_be_printed_ends_the_lines_not_the_run(tmp_path,
+                                                                          monkeypatch, capsys):
+    (tmp_path / "progress").mkdir()
+    (tmp_path / "progress" / "worker_0.json").write_text(json.dumps(
+        {"task": 0, "time": time.time(), "global_step": 10, "env_steps": 800, "episodes": 3,
+         "local_steps_per_sec": 90.0, "training_started": time.time() - 9, "state": "running"}))
+    now = [0.0]
+    watch = learning.RunProgress("r", tmp_path, learning.A3CConfig(env="CartPole-v1"), 1,
+                                 clock=lambda: now[0])
+
+    class ClosedPipe:  # the suite's stdout piped to a reader that has gone
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    now[0] = learning.PROGRESS_EVERY_SECS
+    watch()  # no exception reaches the harness's sampling loop, which would stop the run
+    assert "no more progress lines for r: [Errno 32] Broken pipe" in capsys.readouterr().err
+    now[0] = 100 * learning.PROGRESS_EVERY_SECS
+    watch()
+    assert capsys.readouterr().err == ""  # one warning, then quiet
 
 
 def test_a_new_budget_given_at_a_resume_is_kept_for_the_next(tmp_path, capsys):
