@@ -162,8 +162,16 @@ def markdown(settings: dict, machine: dict, summary: Mapping[str, dict],
               + "".join(f", {load} at a resume" for load in
                         machine.get("load_average_at_resumes", []))
               + f"; Python {machine['python']}, "
-              f"TF {machine['versions']['tensorflow']}.", *_commits(machine), ""]
+              f"TF {machine['versions']['tensorflow']}.", *_other_machines(machine),
+              *_commits(machine), ""]
     return "\n".join(lines)
+
+
+def _other_machines(machine: dict) -> list[str]:
+    """A line for each resume made on a machine unlike the start's: what differed."""
+    return [f"Resume {other['resume']} ran on another machine: "
+            + "; ".join(f"{key} {value}" for key, value in other.items() if key != "resume")
+            + "." for other in machine.get("machine_at_resumes", [])]
 
 
 def _commits(machine: dict) -> list[str]:

@@ -38,6 +38,9 @@ SUITE_FILE = "suite.json"
 TRAINED = "trained.json"
 # The flags --resume may give anew: the time and frame budgets of the runs to go on.
 BUDGET_FLAGS = ("--max-seconds", "--max-steps")
+# What tells one machine from another in a results' machine record (the load and the commit
+# are recorded at every resume anyway).
+HARDWARE = ("cpu_count", "physical_cores", "memory_gb", "platform", "python", "versions")
 # How a run that did not end on its own is recorded: stopped by a signal, or the suite
 # interrupted during it.
 CUT_OFF = ("signal", "harness_interrupted")
@@ -98,8 +101,9 @@ def lost_runs(out: Path, names: Sequence[str]) -> list[str]:
 def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:
     """The machine as <out>/results.json recorded it when the suite started (`now` if there
     is none, or when neither a finished run nor a run's log dir is left), with the load and
-    the code's commit now added to those at a resume when a run goes on: a resume that only
-    rewrites the results keeps the record as the run left it."""
+    the code's commit now added to those at a resume when a run goes on, and what differs of
+    the machine itself when the resume runs on another (machine_at_resumes): a resume that
+    only rewrites the results keeps the record as the run left it."""
     try:
         kept = json.loads((out / "results.json").read_text(encoding="utf-8"))["machine"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -112,6 +116,10 @@ def machine(out: Path, now: dict, resumes_a_run: bool) -> dict:
         kept["load_average_at_resumes"] = [*kept.get("load_average_at_resumes", []),
                                            now["load_average_at_start"]]
         kept["commit_at_resumes"] = [*kept.get("commit_at_resumes", []), now.get("commit")]
+        other = {key: now.get(key) for key in HARDWARE if now.get(key) != kept.get(key)}
+        if other:
+            kept["machine_at_resumes"] = [*kept.get("machine_at_resumes", []), {
+                "resume": len(kept["load_average_at_resumes"]), **other}]
     return kept
 
 

@@ -125,7 +125,13 @@ def test_resume_keeps_the_machine_the_suite_started_on_and_adds_the_load_at_a_re
     line = markdown(settings, goes_on, {}, [])
     assert "load [7.5, 7.0, 6.5] at start, [1.25, 2.0, 3.0] at a resume; Python" in line
     assert "Code: commit abc123 at start, def456 + changes at a resume." in line
+    assert "another machine" not in line  # the same cores, memory, platform and versions
     assert resume.machine(tmp_path / "none", now, resumes_a_run=True) == now
+    # A resume on a machine unlike the start's names what differed.
+    elsewhere = resume.machine(tmp_path, {**now, "cpu_count": 16, "python": "3.11.9"},
+                               resumes_a_run=True)
+    assert ("Resume 1 ran on another machine: cpu_count 16; python 3.11.9."
+            in markdown(settings, elsewhere, {}, []))
 
 
 def test_a_resume_that_finds_its_cut_off_runs_log_dir_gone_records_a_new_start(tmp_path):
