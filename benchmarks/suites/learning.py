@@ -165,9 +165,10 @@ class RunProgress:
         self.last: Totals | None = None  # the reading of the line before
 
     def __call__(self) -> None:
-        if self.clock() < self.due:
+        now = self.clock()
+        if now < self.due:
             return
-        self.due = self.clock() + PROGRESS_EVERY_SECS
+        self.due = now + PROGRESS_EVERY_SECS
         try:
             line = self.line(run_totals(read_progress(self.logdir)), time.time())
             if line is not None:
