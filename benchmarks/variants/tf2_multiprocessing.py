@@ -44,7 +44,6 @@ from a3c_graph.core.run_spec import describe_target
 from a3c_graph.rundir.progress import ProgressFile
 from a3c_graph.system.cli import EXIT_CRASH, StopSignals
 from a3c_graph.system.processes import stop_in_order
-from benchmarks import common
 from benchmarks.variants import tf2_run
 
 VARIANT = "tf2_mp"
@@ -195,12 +194,12 @@ def shut_down(processes: list, stop_event) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    run = tf2_run.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
-    common.enter_private_network(PROG, run.allow_remote)
-    signals = StopSignals()
-    signals.install()
-    started = time.time()
-    tf2_run.prepare_logdir(run.logdir)
+    return tf2_run.run_variant(PROG, VARIANT, __doc__, argv, train)
+
+
+def train(run: tf2_run.VariantRun, signals: StopSignals, started: float) -> tuple[int, str]:
+    """The ps and worker processes started, supervised to the run's end, and every one of
+    them ended: (exit code, stop reason)."""
     ctx = mp.get_context("spawn")
     processes: list = []
     channels: Channels | None = None
@@ -214,8 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Every path, including a bug above, ends with no child left running.
         if channels is not None:
             shut_down(processes, channels.stop_event)
-    tf2_run.write_summary(VARIANT, run, started, exit_code, reason)
-    return exit_code
+    return exit_code, reason
 
 
 if __name__ == "__main__":

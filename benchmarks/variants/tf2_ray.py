@@ -152,17 +152,14 @@ def wait_for_workers(pending: list, parameters, signals: StopSignals,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    run = tf2_run.parse_variant_args(PROG, __doc__.split("\n\n")[0], argv)
-    common.enter_private_network(PROG, run.allow_remote)
-    signals = StopSignals()
-    signals.install()
-    started = time.time()
-    tf2_run.prepare_logdir(run.logdir)
+    return tf2_run.run_variant(PROG, VARIANT, __doc__, argv, train)
+
+
+def train(run: tf2_run.VariantRun, signals: StopSignals, started: float) -> tuple[int, str]:
+    """The run on Ray, its actors' temporary files removed after: (exit code, reason)."""
     with tempfile.TemporaryDirectory(prefix=f"{VARIANT}-",
                                      ignore_cleanup_errors=True) as actors_temp_dir:
-        exit_code, reason = run_on_ray(run, signals, started, actors_temp_dir)
-    tf2_run.write_summary(VARIANT, run, started, exit_code, reason)
-    return exit_code
+        return run_on_ray(run, signals, started, actors_temp_dir)
 
 
 def run_on_ray(run: tf2_run.VariantRun, signals: StopSignals, started: float,

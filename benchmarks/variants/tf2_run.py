@@ -8,6 +8,7 @@ tf2_ray does around its workers, and what their children share.
   the run's counters   RunStats: global steps, episodes, the 100-episode window, and the
                        graph worker's stop rule on its clock (the parameter holder's)
   the end              past_backstop, write_summary
+  the main process     run_variant: all of the above around a variant's own training
 
 Nothing here imports TensorFlow: a variant's processes import this module before they
 choose their device (CUDA_VISIBLE_DEVICES must be set before TF is imported). What every
@@ -26,7 +27,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,8 @@ from a3c_graph.rundir.progress import (
     write_atomic,
 )
 from a3c_graph.system import devices, process_env
-from a3c_graph.system.cli import OneLineParser, UsageError, fail
-from benchmarks.common import add_allow_remote_argument
+from a3c_graph.system.cli import OneLineParser, StopSignals, UsageError, fail
+from benchmarks.common import add_allow_remote_argument, enter_private_network
 
 # A variant enforces --max-seconds itself; this backstop only catches a stuck run.
 DEADLINE_GRACE_SECS = 60.0
@@ -268,3 +269,23 @@ def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,
     write_atomic(run.logdir / "summary.json", json.dumps(summary, sort_keys=True, indent=2) + "\n")
     print(json.dumps(summary, sort_keys=True), flush=True)
     return summary
+
+
+# A variant's training: (run, its stop signals, its start time) -> (exit code, stop reason).
+Train = Callable[["VariantRun", StopSignals, float], tuple[int, str]]
+
+
+def run_variant(prog: str, variant: str, doc: str, argv: Sequence[str] | None,
+                train: Train) -> int:
+    """A TF2 variant's main process: its command line read (the first paragraph of `doc`
+    its description), the private network entered, stop signals caught, the log dir made
+    ready, `train` run, and summary.json written when it returns; the exit code."""
+    run = parse_variant_args(prog, doc.split("\n\n")[0], argv)
+    enter_private_network(prog, run.allow_remote)
+    signals = StopSignals()
+    signals.install()
+    started = time.time()
+    prepare_logdir(run.logdir)
+    exit_code, reason = train(run, signals, started)
+    write_summary(variant, run, started, exit_code, reason)
+    return exit_code
