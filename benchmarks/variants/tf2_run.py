@@ -272,7 +272,7 @@ def write_summary(variant: str, run: VariantRun, started: float, exit_code: int,
 
 
 # A variant's training: (run, its stop signals, its start time) -> (exit code, stop reason).
-Train = Callable[["VariantRun", StopSignals, float], tuple[int, str]]
+Train = Callable[[VariantRun, StopSignals, float], tuple[int, str]]
 
 
 def run_variant(prog: str, variant: str, doc: str, argv: Sequence[str] | None,
